@@ -1,0 +1,215 @@
+"""Environment throughput: agent-steps/s of jit(lax.scan(vmap(step))), side by side with
+POGEMA 1.4 (random actions, its own venv, in a subprocess) and gymnax CartPole-v1.
+
+    python benchmarks/env_throughput.py                 # full table (several minutes)
+    python benchmarks/env_throughput.py --quick         # a smoke run
+    python benchmarks/env_throughput.py --json out.json
+
+Each figure is the median of `--repeats` timed runs after a compile-and-warm-up run. Every
+environment in the batch carries its own config (slip probabilities differ per env), levels
+come from a pool drawn from the case's config (`LevelPoolEnv`), observations are reduced
+into the scan carry so XLA cannot drop them, and actions are uniformly random. The
+"rules only" column times the transition without building observations, to show where the
+time goes. POGEMA runs with the same grid size, obstacle density, agent count and view
+radius; both sides cancel conflicting moves (`block` mode here, POGEMA's priority rule).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jaxenv.mapf import Capacity, LevelPoolEnv, make_pool  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    size: int
+    agents: int
+    density: float
+    view_radius: int
+    batches: tuple[int, ...]
+    mode: str = "block"
+
+
+CASES = (
+    Case("paper 10x10, 2 agents", 10, 2, 0.3, 3, (1, 64, 1024, 16384, 65536)),
+    Case("paper 10x10, 5 agents", 10, 5, 0.3, 3, (1, 64, 1024, 16384, 65536)),
+    Case("headline 32x32, 64 agents", 32, 64, 0.3, 5, (1, 16, 256, 1024, 4096)),
+)
+QUICK = (Case("paper 10x10, 2 agents", 10, 2, 0.3, 3, (1, 256)),
+         Case("headline 32x32, 64 agents", 32, 64, 0.3, 5, (16,)))
+
+
+def _case_env(case: Case, pool_size: int = 64):
+    cap = Capacity(max_size=case.size, max_agents=case.agents, view_radius=case.view_radius,
+                   max_steps=256, label_waits=case.size <= 10)
+    env = LevelPoolEnv(cap)
+    space = env.config_space
+    v = space.default()
+    n_sizes = len(v["size_weights"])
+    v["size_weights"] = [0.0] * (n_sizes - 1) + [1.0]
+    v["hole_ratio"] = [case.density] * n_sizes
+    v["agent_weights"] = [0.0] * (case.agents - 1) + [1.0]
+    v["conflict_mode"] = case.mode
+    params = make_pool(jax.random.key(0), space.to_config(v), cap, pool_size)
+    return env, params
+
+
+def _timed(fn, key, repeats: int) -> list[float]:
+    jax.block_until_ready(fn(key))  # compile + warm up
+    out = []
+    for i in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(fn(jax.random.fold_in(key, i + 1)))
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def _steps_for(batch: int, agents: int, budget: float = 2e6) -> int:
+    """Scan length so one timed run does about `budget` agent-steps (at least 8 steps)."""
+    return int(max(8, min(1000, budget // (batch * agents))))
+
+
+def bench_mapf(case: Case, batch: int, repeats: int, rules_only: bool) -> dict:
+    env, params = _case_env(case)
+    steps = _steps_for(batch, case.agents)
+    # Each env its own config: slip probabilities spread over [0, 0.2].
+    slip = jnp.linspace(0.0, 0.2, batch)
+    cfgs = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch, *x.shape)), params.cfg)
+    cfgs = cfgs.replace(slip_prob=slip)
+    pool_params = params.replace(cfg=cfgs)
+    axes = params.replace(cfg=0, pool=None)
+
+    def run(key):
+        obs, state = jax.vmap(env.reset, (0, axes))(jax.random.split(key, batch), pool_params)
+
+        def body(carry, k):
+            state, acc = carry
+            ka, ks = jax.random.split(k)
+            act = jax.random.randint(ka, (batch, case.agents), 0, env.num_actions)
+            keys = jax.random.split(ks, batch)
+            if rules_only:
+                _, state, r, _, _ = jax.vmap(env._transition)(keys, state, act, cfgs)
+                return (state, acc + r.sum()), None
+            obs, state, r, _, _, _ = jax.vmap(env.step, (0, 0, 0, axes))(
+                keys, state, act, pool_params)
+            return (state, acc + r.sum() + obs.view.sum(dtype=jnp.int32)), None
+
+        (_, acc), _ = jax.lax.scan(body, (state, jnp.float32(0)), jax.random.split(key, steps))
+        return acc
+
+    times = _timed(jax.jit(run), jax.random.key(1), repeats)
+    per_run = batch * steps * case.agents
+    rates = [per_run / t for t in times]
+    return {"agent_steps_per_s": statistics.median(rates), "runs": rates, "steps": steps}
+
+
+def bench_cartpole(batch: int, repeats: int) -> dict:
+    import gymnax
+
+    env, p = gymnax.make("CartPole-v1")
+    steps = _steps_for(batch, 1)
+
+    def run(key):
+        obs, state = jax.vmap(env.reset, (0, None))(jax.random.split(key, batch), p)
+
+        def body(carry, k):
+            state, acc = carry
+            ka, ks = jax.random.split(k)
+            act = jax.random.randint(ka, (batch,), 0, 2)
+            obs, state, r, _, _, _ = jax.vmap(env.step, (0, 0, 0, None))(
+                jax.random.split(ks, batch), state, act, p)
+            return (state, acc + r.sum() + obs.sum()), None
+
+        (_, acc), _ = jax.lax.scan(body, (state, jnp.float32(0)), jax.random.split(key, steps))
+        return acc
+
+    times = _timed(jax.jit(run), jax.random.key(2), repeats)
+    rates = [batch * steps / t for t in times]
+    return {"agent_steps_per_s": statistics.median(rates), "runs": rates, "steps": steps}
+
+
+def bench_pogema(case: Case, repeats: int, steps: int) -> dict | None:
+    try:
+        from pogema_bench import run_pogema
+    except ImportError as e:  # pragma: no cover - the file ships with the repo
+        return {"error": str(e)}
+    try:
+        return run_pogema(case.size, case.density, case.agents, steps, repeats,
+                          obs_radius=case.view_radius)
+    except Exception as e:  # a broken POGEMA install must not lose our own figures
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small smoke run")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-pogema", action="store_true")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    cases = QUICK if args.quick else CASES
+    repeats = 1 if args.quick else args.repeats
+    result = {"device": str(jax.devices()[0]), "platform": platform.platform(),
+              "cpus": os.cpu_count(), "jax": jax.__version__, "cases": []}
+    for case in cases:
+        row = {"case": asdict(case), "batches": {}}
+        for b in case.batches:
+            full = bench_mapf(case, b, repeats, rules_only=False)
+            rules = bench_mapf(case, b, repeats, rules_only=True)
+            cart = bench_cartpole(b, repeats)
+            row["batches"][b] = {"step": full, "rules_only": rules, "cartpole": cart}
+            print(f"{case.name:28s} B={b:6d}  step {full['agent_steps_per_s']:10.3g}  "
+                  f"rules {rules['agent_steps_per_s']:10.3g}  "
+                  f"cartpole {cart['agent_steps_per_s']:10.3g}", flush=True)
+        if not args.no_pogema:
+            row["pogema"] = bench_pogema(case, repeats, 300 if args.quick else 2000)
+        result["cases"].append(row)
+    print(format_table(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def format_table(result: dict) -> str:
+    lines = ["", "| case | best B | ours agent-steps/s | rules only | POGEMA 1.4 | ours/POGEMA "
+             "| CartPole-v1 env-steps/s (same B) | ours/CartPole |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in result["cases"]:
+        name = f"{row['case']['size']}x{row['case']['size']}, {row['case']['agents']} agents, " \
+               f"density {row['case']['density']}, r={row['case']['view_radius']}"
+        best_b, best = max(row["batches"].items(), key=lambda kv: kv[1]["step"][
+            "agent_steps_per_s"])
+        ours = best["step"]["agent_steps_per_s"]
+        cart = best["cartpole"]["agent_steps_per_s"]
+        pg = row.get("pogema") or {}
+        pg_rate = pg.get("agent_steps_per_s_median")
+        ratio = f"{ours / pg_rate:.1f}x" if pg_rate else "n/a"
+        pg_txt = f"{pg_rate:.3g}" if pg_rate else pg.get("error", "not run")[:40]
+        lines.append(f"| {name} | {best_b} | {ours:.3g} | "
+                     f"{best['rules_only']['agent_steps_per_s']:.3g} | {pg_txt} | {ratio} | "
+                     f"{cart:.3g} | {ours / cart:.2f}x |")
+    lines.append("")
+    lines.append("Per batch size (agent-steps/s, full step with observations):")
+    for row in result["cases"]:
+        cells = ", ".join(f"B={b}: {v['step']['agent_steps_per_s']:.3g}"
+                          for b, v in row["batches"].items())
+        lines.append(f"- {row['case']['name']}: {cells}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""MAPF-FrozenLake as a gymnax 1.0 environment whose params are a dynamic config pytree.
+
+`reset(key, cfg)` and `step(key, state, actions, cfg)` are pure; `cfg` is a `MAPFConfig`
+(one per environment when vmapped), so thousands of differently configured environments run
+in one `vmap` under one `jit` and a new config never recompiles. Static capacity (grid, agents,
+view radius, step cap) is fixed on the env object. All per-agent arrays are [max_agents, ...]
+with an agent mask; rewards are per agent. The rules live in `jaxenv.mapf.rules`.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import environment, spaces
+
+from jaxenv.mapf import rules
+from jaxenv.mapf.config import FAIL, Capacity, MAPFConfig, make_config_space
+from jaxenv.mapf.generator import generate
+from jaxenv.mapf.grid import in_grid_mask
+from jaxenv.mapf.level import Level
+
+# Failure causes (first one found in this order), as reported by `info["cause"]`.
+CAUSES = ("none", "vertex", "edge", "hole", "oob", "timeout")
+VIEW_CHANNELS = ("obstacle", "other_agents", "own_goal", "other_goals")
+GLOBAL_CHANNELS = ("obstacle", "agents", "goals", "agents_at_goal")
+
+
+@struct.dataclass
+class MAPFState(environment.EnvState):
+    level: Level
+    pos: jax.Array  # [A, 2] int32
+    frozen: jax.Array  # [A] bool: reached its goal, stays there
+    arrival: jax.Array  # [A] int32: step at which the agent froze (its cost), -1 before
+    step_limit: jax.Array  # [] int32
+    success: jax.Array  # [] bool
+    failed: jax.Array  # [] bool
+    violations: jax.Array  # [4] int32 cumulative (vertex, edge, hole, oob) agent-violations
+
+
+@struct.dataclass
+class MAPFObs:
+    view: jax.Array  # [A, V, V, 4] uint8, channels VIEW_CHANNELS, centred on the agent
+    goal_vec: jax.Array  # [A, 2] float32, (goal - pos) / max_size
+    agent_mask: jax.Array  # [A] bool: the agent exists in this level
+    at_goal: jax.Array  # [A] bool: frozen on its goal; its action is ignored
+
+
+def step_limit(level: Level, cfg: MAPFConfig, max_steps: int) -> jax.Array:
+    """Episode limit (docs/rules.md): factor * (longest Manhattan start-goal distance + N)."""
+    far = jnp.max(jnp.where(level.agent_mask(), rules.manhattan(level.starts, level.goals), 0))
+    lim = jnp.ceil(cfg.step_limit_factor * (far + level.size)).astype(jnp.int32)
+    return jnp.clip(lim, 1, max_steps)
+
+
+class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
+    """Multi-agent path finding on a frozen lake (see docs/rules.md)."""
+
+    def __init__(self, capacity: Capacity | None = None):
+        super().__init__()
+        self.cap = capacity or Capacity()
+        self.config_space = make_config_space(self.cap.max_size, self.cap.max_agents)
+
+    # ------------------------------------------------------------------ gymnax
+    @partial(jax.jit, static_argnames=("self",))
+    def step(self, key: jax.Array, state: MAPFState, action: jax.Array,
+             params: MAPFConfig | None = None):
+        """gymnax's step with auto-reset, observing only the state that is kept.
+
+        Same contract as `gymnax.Environment.step` (a reset draws a fresh level from this
+        env's own config); the base class would build the observation of both the stepped and
+        the reset state every step. `info["final_observation"]` is built only if used.
+        """
+        params = self.default_params if params is None else params
+        key_step, key_reset = jax.random.split(key)
+        _, state_st, reward, terminated, info = self._transition(
+            key_step, state, action, self.rule_config(params))
+        truncated = self.is_truncated(state_st, params)
+        done = terminated | truncated
+        _, state_re = self.reset_env(key_reset, params)
+        next_state = jax.tree.map(lambda x, y: jax.lax.select(done, x, y), state_re, state_st)
+        info = {**info, "terminated": terminated, "truncated": truncated,
+                "final_observation": self.get_obs(state_st)}
+        return self.get_obs(next_state), next_state, reward, terminated, truncated, info
+
+    @property
+    def name(self) -> str:
+        return "MAPF-FrozenLake"
+
+    @property
+    def num_actions(self) -> int:
+        return rules.NUM_ACTIONS
+
+    @property
+    def default_params(self) -> MAPFConfig:
+        return self.config_space.to_config()
+
+    def action_space(self, params: MAPFConfig | None = None) -> spaces.Box:
+        """Joint action: one of 0 stay, 1 up, 2 down, 3 left, 4 right per agent."""
+        return spaces.Box(0, rules.NUM_ACTIONS - 1, (self.cap.max_agents,), jnp.int32)
+
+    def observation_space(self, params: MAPFConfig | None = None) -> spaces.Dict:
+        a, v = self.cap.max_agents, 2 * self.cap.view_radius + 1
+        return spaces.Dict({
+            "view": spaces.Box(0, 255, (a, v, v, len(VIEW_CHANNELS)), jnp.uint8),
+            "goal_vec": spaces.Box(-1.0, 1.0, (a, 2), jnp.float32),
+            "agent_mask": spaces.Box(0, 1, (a,), jnp.bool_),
+            "at_goal": spaces.Box(0, 1, (a,), jnp.bool_),
+        })
+
+    def rule_config(self, params: Any) -> MAPFConfig:
+        """The MAPFConfig inside `params` (subclasses may wrap it, e.g. with a level pool)."""
+        return params
+
+    def reset_env(self, key: jax.Array, params: MAPFConfig) -> tuple[MAPFObs, MAPFState]:
+        """A fresh level drawn from this env's own config."""
+        k_gen, k_reset = jax.random.split(key)
+        return self.reset_to_level(k_reset, generate(k_gen, params, self.cap), params)
+
+    def reset_to_level(self, key: jax.Array, level: Level,
+                       params: MAPFConfig) -> tuple[MAPFObs, MAPFState]:
+        """Start an episode on a given level (evaluation on fixed levels)."""
+        del key
+        a = self.cap.max_agents
+        active = level.agent_mask()
+        frozen = active & jnp.all(level.starts == level.goals, -1)
+        state = MAPFState(
+            time=jnp.int32(0), level=level, pos=level.starts, frozen=frozen,
+            arrival=jnp.where(frozen, 0, -1).astype(jnp.int32),
+            step_limit=step_limit(level, self.rule_config(params), self.cap.max_steps),
+            success=jnp.all(frozen | ~active), failed=jnp.bool_(False),
+            violations=jnp.zeros(4, jnp.int32),
+        )
+        chex.assert_shape(state.pos, (a, 2))
+        return self.get_obs(state, params), state
+
+    def step_env(self, key: jax.Array, state: MAPFState, action: jax.Array,
+                 params: MAPFConfig) -> tuple[MAPFObs, MAPFState, jax.Array, jax.Array, dict]:
+        """One joint move under docs/rules.md (no auto-reset); reward is per agent [A]."""
+        _, state, reward, terminated, info = self._transition(key, state, action, params)
+        return self.get_obs(state), state, reward, terminated, info
+
+    def _transition(self, key, state: MAPFState, action, params: MAPFConfig):
+        lv = state.level
+        active = lv.agent_mask()
+        movable = active & ~state.frozen
+        u, side = rules.slip_noise(key, self.cap.max_agents)
+        act = jnp.where(movable, jnp.asarray(action, jnp.int32), rules.STAY)
+        act = rules.apply_slip(act, u, side, params.slip_prob)
+        tgt = state.pos + rules.DELTAS[act]
+        v = rules.violations(lv.holes, lv.size, state.pos, tgt, active)
+        new_pos = rules.resolve(lv.holes, state.pos, tgt, active, v)
+        broke = v.any()
+        fail_mode = params.conflict_mode == FAIL
+        failed = fail_mode & jnp.any(broke)
+        at_goal = jnp.all(new_pos == lv.goals, -1) & active
+        success = jnp.all(at_goal | ~active) & ~failed
+        time = state.time + 1
+        frozen = state.frozen | at_goal
+        arrival = jnp.where(frozen & ~state.frozen, time, state.arrival)
+
+        blocked = jnp.any(new_pos != tgt, -1) & active
+        penalised = jnp.where(fail_mode, broke, blocked)
+        progress = rules.manhattan(state.pos, lv.goals) - rules.manhattan(new_pos, lv.goals)
+        reward = (params.success_reward * success
+                  - params.step_cost * movable
+                  + params.shaping * progress * movable
+                  - params.conflict_penalty * penalised)
+        reward = jnp.where(active, reward, 0.0).astype(jnp.float32)
+
+        counts = v.counts()
+        state = state.replace(time=time, pos=new_pos, frozen=frozen, arrival=arrival,
+                              success=success, failed=failed,
+                              violations=state.violations + counts)
+        terminated = success | failed
+        cause = jnp.where(failed, 1 + jnp.argmax(counts > 0), 0)
+        info = {"success": success, "failed": failed, "cause": cause.astype(jnp.int32)}
+        return None, state, reward, terminated, info
+
+    def is_truncated(self, state: MAPFState, params: MAPFConfig) -> jax.Array:
+        return (state.time >= state.step_limit) & ~state.success & ~state.failed
+
+    def is_terminated(self, state: MAPFState, params: MAPFConfig) -> jax.Array:
+        return state.success | state.failed
+
+    # ------------------------------------------------------------ observations
+    def get_obs(self, state: MAPFState, params: Any = None, key: Any = None) -> MAPFObs:
+        """Egocentric local views plus goal vectors, for every agent slot.
+
+        One padded uint8 map holds three bit planes (obstacle, agent, goal); each agent slices
+        its window from it and unpacks the bits, so the cost per agent is one small gather.
+        """
+        lv, r = state.level, self.cap.view_radius
+        s, v = self.cap.max_size, 2 * r + 1
+        active = lv.agent_mask()
+        on = active.astype(jnp.uint8)
+        obstacle = (~in_grid_mask(lv.size, s) | lv.holes).astype(jnp.uint8)
+        bits = jnp.pad(obstacle, r, constant_values=1)
+        bits = bits.at[state.pos[:, 0] + r, state.pos[:, 1] + r].max(on << 1)
+        bits = bits.at[lv.goals[:, 0] + r, lv.goals[:, 1] + r].max(on << 2)
+        offs = jnp.arange(v) - r
+        centre = ((offs[:, None] == 0) & (offs[None, :] == 0)).astype(jnp.uint8)
+
+        def view(pos, goal, on_i):
+            w = jax.lax.dynamic_slice(bits, (pos[0], pos[1]), (v, v))
+            rel = goal - pos
+            own_goal = ((offs[:, None] == rel[0]) & (offs[None, :] == rel[1])).astype(jnp.uint8)
+            ch = jnp.stack([w & 1, ((w >> 1) & 1) & ~centre, own_goal,
+                            ((w >> 2) & 1) & ~own_goal], -1)
+            return ch * on_i
+
+        views = jax.vmap(view)(state.pos, lv.goals, on)
+        goal_vec = jnp.where(active[:, None], (lv.goals - state.pos) / s, 0.0)
+        return MAPFObs(view=views, goal_vec=goal_vec.astype(jnp.float32), agent_mask=active,
+                       at_goal=state.frozen & active)
+
+    def global_state(self, state: MAPFState) -> jax.Array:
+        """[S, S, 4] uint8 map for a centralised critic, channels GLOBAL_CHANNELS."""
+        lv, s = state.level, self.cap.max_size
+        active = lv.agent_mask()
+        obstacle = ~in_grid_mask(lv.size, s) | lv.holes
+        z = jnp.zeros((s, s), jnp.int32)
+        agents = z.at[state.pos[:, 0], state.pos[:, 1]].add(active)
+        goals = z.at[lv.goals[:, 0], lv.goals[:, 1]].add(active)
+        done = z.at[state.pos[:, 0], state.pos[:, 1]].add(active & state.frozen)
+        return jnp.stack([obstacle, agents, goals, done], -1).astype(jnp.uint8)
+
+    def sample_actions(self, key: jax.Array) -> jax.Array:
+        """Uniformly random joint action [A]."""
+        return jax.random.randint(key, (self.cap.max_agents,), 0, rules.NUM_ACTIONS)

@@ -1,0 +1,122 @@
+"""The rules of MAPF-FrozenLake (docs/rules.md), written once.
+
+Stepwise play (`jaxenv.mapf.env`) and whole-plan verification use these functions; nothing
+else in the package decides what a move, a hole, a bound or a conflict is.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+STAY, UP, DOWN, LEFT, RIGHT = range(5)
+NUM_ACTIONS = 5
+# (d_row, d_col) of each action.
+DELTAS = jnp.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]], jnp.int32)
+# Perpendicular slips: [action, side] -> action (side True: left for vertical, up for horizontal).
+_SLIP = jnp.array([[STAY, STAY], [RIGHT, LEFT], [RIGHT, LEFT], [DOWN, UP], [DOWN, UP]], jnp.int32)
+
+
+@struct.dataclass
+class Violations:
+    """Per-agent rule violations of one step, computed on the intended targets."""
+
+    oob: jax.Array  # [A] bool: target outside the N x N grid
+    hole: jax.Array  # [A] bool: target is a hole
+    vertex: jax.Array  # [A] bool: another agent targets the same cell
+    edge: jax.Array  # [A] bool: two agents swap cells
+
+    def any(self) -> jax.Array:
+        """[A] bool: agent broke any rule."""
+        return self.oob | self.hole | self.vertex | self.edge
+
+    def counts(self) -> jax.Array:
+        """[4] int32: agents with each violation, order (vertex, edge, hole, oob)."""
+        return jnp.stack([self.vertex.sum(), self.edge.sum(), self.hole.sum(), self.oob.sum()])
+
+
+def slip_noise(key: jax.Array, max_agents: int) -> tuple[jax.Array, jax.Array]:
+    """The random draws of one step's slips: (u [A] in [0, 1), side [A] bool)."""
+    ku, ks = jax.random.split(key)
+    return jax.random.uniform(ku, (max_agents,)), jax.random.bernoulli(ks, 0.5, (max_agents,))
+
+
+def apply_slip(actions: jax.Array, u: jax.Array, side: jax.Array, slip_prob: jax.Array) -> jax.Array:
+    """Replace each move by a perpendicular one where u < slip_prob (stay never slips)."""
+    slipped = _SLIP[actions, side.astype(jnp.int32)]
+    return jnp.where(u < slip_prob, slipped, actions)
+
+
+def in_bounds(cells: jax.Array, size: jax.Array) -> jax.Array:
+    """[..., 2] cells -> [...] bool: inside the N x N grid."""
+    return jnp.all((cells >= 0) & (cells < size), axis=-1)
+
+
+def is_hole(holes: jax.Array, cells: jax.Array) -> jax.Array:
+    """[..., 2] cells (in the array, clipped) -> [...] bool."""
+    s = holes.shape[-1]
+    c = jnp.clip(cells, 0, s - 1)
+    return holes[c[..., 0], c[..., 1]]
+
+
+def _cell_ids(cells: jax.Array, s: int) -> jax.Array:
+    """Flat ids on the grid padded by one cell, so one-step off-grid targets get an id too."""
+    c = jnp.clip(cells + 1, 0, s + 1)
+    return c[..., 0] * (s + 2) + c[..., 1]
+
+
+def _conflicts(pos_id: jax.Array, occupant: jax.Array, tgt_id: jax.Array, active: jax.Array,
+               s: int) -> tuple[jax.Array, jax.Array]:
+    """Vertex and edge conflicts among active agents in O(cells + agents).
+
+    occupant[cell] is the active agent standing there (-1 if none). A vertex conflict is a
+    target shared with another active agent; an edge conflict is a move into the cell of an
+    agent that moves into ours.
+    """
+    count = jnp.zeros((s + 2) ** 2, jnp.int32).at[tgt_id].add(active)
+    vertex = active & (count[tgt_id] > 1)
+    j = occupant[tgt_id]
+    jj = jnp.maximum(j, 0)
+    moved = tgt_id != pos_id
+    edge = active & moved & (j >= 0) & (tgt_id[jj] == pos_id) & (jj != jnp.arange(j.shape[0]))
+    return vertex, edge
+
+
+def _occupant(pos_id: jax.Array, active: jax.Array, s: int) -> jax.Array:
+    ids = jnp.where(active, jnp.arange(pos_id.shape[0]), -1)
+    return jnp.full((s + 2) ** 2, -1, jnp.int32).at[pos_id].max(ids)
+
+
+def violations(holes: jax.Array, size: jax.Array, pos: jax.Array, tgt: jax.Array,
+               active: jax.Array) -> Violations:
+    """Rule violations of the joint move pos -> tgt ([A, 2] each) for the active agents."""
+    s = holes.shape[-1]
+    inside = in_bounds(tgt, size)
+    oob = active & ~inside
+    hole = active & inside & is_hole(holes, tgt)
+    pos_id = _cell_ids(pos, s)
+    vertex, edge = _conflicts(pos_id, _occupant(pos_id, active, s), _cell_ids(tgt, s), active, s)
+    return Violations(oob=oob, hole=hole, vertex=vertex, edge=edge)
+
+
+def resolve(holes: jax.Array, pos: jax.Array, tgt: jax.Array, active: jax.Array,
+            v: Violations) -> jax.Array:
+    """POGEMA-like blocking: cancel illegal moves, then conflicting ones, until none is left."""
+    s = holes.shape[-1]
+    pos_id = _cell_ids(pos, s)
+    occupant = _occupant(pos_id, active, s)
+    t0 = jnp.where((v.oob | v.hole), pos_id, _cell_ids(tgt, s))
+
+    def body(carry):
+        t, _ = carry
+        vertex, edge = _conflicts(pos_id, occupant, t, active, s)
+        cancel = (vertex | edge) & (t != pos_id)
+        return jnp.where(cancel, pos_id, t), jnp.any(cancel)
+
+    t, _ = jax.lax.while_loop(lambda c: c[1], body, (t0, jnp.bool_(True)))
+    return jnp.where((t == pos_id)[:, None], pos, tgt)
+
+
+def manhattan(a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.abs(a - b).sum(-1)

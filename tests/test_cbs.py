@@ -1,0 +1,291 @@
+"""Tests for the exact CBS solver: hand cases, plan validity, and a joint-state brute force."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jaxenv.mapf.cbs import Solution, SolverBudgetExceeded, single_agent_distances, solve
+
+Cell = tuple[int, int]
+STEPS = ((0, 0), (-1, 0), (1, 0), (0, -1), (0, 1))
+
+
+def grid_from(rows: Sequence[str]) -> np.ndarray:
+    """``#`` = hole, anything else = ice."""
+    return np.array([[ch == "#" for ch in row] for row in rows], dtype=bool)
+
+
+# --- independent helpers ----------------------------------------------------------------------
+
+
+def neighbours(holes: np.ndarray, cell: Cell, stay: bool = True) -> list[Cell]:
+    n = holes.shape[0]
+    out = []
+    for dr, dc in STEPS if stay else STEPS[1:]:
+        r, c = cell[0] + dr, cell[1] + dc
+        if 0 <= r < n and 0 <= c < n and not holes[r, c]:
+            out.append((r, c))
+    return out
+
+
+def bfs_dist(holes: np.ndarray, src: Cell, dst: Cell) -> int:
+    seen = {src: 0}
+    queue = deque([src])
+    while queue:
+        u = queue.popleft()
+        if u == dst:
+            return seen[u]
+        for v in neighbours(holes, u, stay=False):
+            if v not in seen:
+                seen[v] = seen[u] + 1
+                queue.append(v)
+    return -1
+
+
+def check_plan(holes: np.ndarray, starts, goals, paths) -> tuple[int, int]:
+    """Assert the plan is valid (docs/rules.md, "Whole plans"); return (SoC, makespan)."""
+    n = holes.shape[0]
+    assert len(paths) == len(starts) == len(goals)
+    horizon = max(len(p) for p in paths)
+    padded = [list(p) + [p[-1]] * (horizon - len(p)) for p in paths]
+    costs = []
+    for p, s, g in zip(padded, starts, goals, strict=True):
+        assert p[0] == tuple(s) and p[-1] == tuple(g)
+        for r, c in p:
+            assert 0 <= r < n and 0 <= c < n and not holes[r, c]
+        for a, b in itertools.pairwise(p):
+            assert abs(a[0] - b[0]) + abs(a[1] - b[1]) <= 1
+        arrive = horizon - 1  # start of the final stay at the goal = last arrival
+        while arrive > 0 and p[arrive - 1] == tuple(g):
+            arrive -= 1
+        costs.append(arrive)
+    for t in range(horizon):
+        cells = [p[t] for p in padded]
+        assert len(set(cells)) == len(cells), f"vertex conflict at t={t}"
+        if t:
+            for i, j in itertools.combinations(range(len(paths)), 2):
+                pi, pj = padded[i], padded[j]
+                swap = pi[t] == pj[t - 1] and pj[t] == pi[t - 1] and pi[t] != pi[t - 1]
+                assert not swap, f"edge conflict at t={t}"
+    return sum(costs), max(costs)
+
+
+def _joint_moves(holes, goals, pos, done, wait):
+    """Joint successors (new positions, new done flags, step cost) of a brute-force state."""
+    options = []
+    for p, d, g in zip(pos, done, goals, strict=True):
+        if d:
+            options.append([(p, True, 0)])
+            continue
+        opts = [(v, False, 1) for v in neighbours(holes, p, stay=wait)]
+        if p == g:
+            opts.append((p, True, 0))  # stop for good (not a wait)
+        options.append(opts)
+    for combo in itertools.product(*options):
+        cells = [c for c, _, _ in combo]
+        if len(set(cells)) < len(cells):
+            continue
+        if any(
+            cells[i] == pos[j] and cells[j] == pos[i] and cells[i] != pos[i]
+            for i, j in itertools.combinations(range(len(pos)), 2)
+        ):
+            continue
+        yield tuple(cells), tuple(d for _, d, _ in combo), sum(c for _, _, c in combo)
+
+
+def brute_soc(holes, starts, goals, wait: bool) -> int | None:
+    """Joint-state Dijkstra: state = (positions, done flags); an agent pays 1 per step until
+    it stops for good at its goal, so its bill is its last arrival time."""
+    goals = tuple(goals)
+    start = (tuple(starts), (False,) * len(starts))
+    dist = {start: 0}
+    heap = [(0, start)]
+    while heap:
+        d, state = heapq.heappop(heap)
+        if d > dist[state]:
+            continue
+        pos, done = state
+        if all(done):
+            return d
+        for npos, ndone, c in _joint_moves(holes, goals, pos, done, wait):
+            nxt = (npos, ndone)
+            if d + c < dist.get(nxt, 1 << 30):
+                dist[nxt] = d + c
+                heapq.heappush(heap, (d + c, nxt))
+    return None
+
+
+def brute_makespan(holes, starts, goals) -> int | None:
+    """Joint-state BFS to the first time everybody is at its goal."""
+    start = tuple(starts)
+    goal = tuple(goals)
+    seen = {start: 0}
+    queue = deque([start])
+    k = len(starts)
+    while queue:
+        pos = queue.popleft()
+        if pos == goal:
+            return seen[pos]
+        for npos, _, _ in _joint_moves(holes, goal, pos, (False,) * k, True):
+            if npos not in seen:
+                seen[npos] = seen[pos] + 1
+                queue.append(npos)
+    return None
+
+
+# --- hand cases --------------------------------------------------------------------------------
+
+CORRIDOR_POCKET = grid_from(["#.##", "....", "####", "####"])
+
+
+def test_corridor_pass_with_pocket():
+    # A (1,0)->(1,3), B (1,3)->(1,0): A ducks into the pocket (+2), B goes straight.
+    sol = solve(CORRIDOR_POCKET, [(1, 0), (1, 3)], [(1, 3), (1, 0)])
+    assert sol is not None
+    assert (sol.soc, sol.makespan, sol.needs_wait) == (8, 5, False)
+    assert check_plan(CORRIDOR_POCKET, [(1, 0), (1, 3)], [(1, 3), (1, 0)], sol.paths)[0] == 8
+
+
+def test_open_swap():
+    holes = np.zeros((3, 3), dtype=bool)
+    sol = solve(holes, [(0, 0), (0, 2)], [(0, 2), (0, 0)])
+    assert sol is not None and (sol.soc, sol.makespan, sol.needs_wait) == (6, 4, False)
+
+
+def test_corridor_swap_unsolvable():
+    holes = grid_from(["####", "....", "####", "####"])
+    assert solve(holes, [(1, 0), (1, 3)], [(1, 3), (1, 0)]) is None
+    assert solve(holes, [(1, 0), (1, 2)], [(1, 1), (1, 0)]) is None
+
+
+def test_cross_needs_wait():
+    # Both shortest paths cross the centre at t=2; arms are 1 wide, so one agent waits.
+    holes = grid_from(["##.##", "##.##", ".....", "##.##", "##.##"])
+    sol = solve(holes, [(2, 0), (0, 2)], [(2, 4), (4, 2)])
+    assert sol is not None
+    assert (sol.soc, sol.makespan, sol.needs_wait) == (9, 5, True)
+    check_plan(holes, [(2, 0), (0, 2)], [(2, 4), (4, 2)], sol.paths)
+
+
+def test_dead_end_needs_wait():
+    holes = grid_from(["#.#", "...", "###"])
+    sol = solve(holes, [(1, 0), (1, 2)], [(1, 2), (1, 0)])
+    assert sol is not None and (sol.soc, sol.makespan, sol.needs_wait) == (7, 4, True)
+
+
+def test_simple_no_wait():
+    holes = np.zeros((4, 4), dtype=bool)
+    sol = solve(holes, [(0, 0), (3, 3)], [(0, 3), (3, 0)])
+    assert sol is not None and (sol.soc, sol.makespan, sol.needs_wait) == (6, 3, False)
+
+
+def test_goal_sitter_steps_aside():
+    # B starts on its goal in A's way: it leaves and comes back, its cost is its last arrival.
+    holes = grid_from(["#.#", "...", "###"])
+    sol = solve(holes, [(1, 0), (1, 1)], [(1, 2), (1, 1)])
+    assert sol is not None and (sol.soc, sol.makespan, sol.needs_wait) == (4, 2, False)
+    assert check_plan(holes, [(1, 0), (1, 1)], [(1, 2), (1, 1)], sol.paths) == (4, 2)
+
+
+def test_cycle_rotation_allowed():
+    # Four agents on a 2x2 ring rotate in one step (cycles of 4 are legal).
+    holes = np.zeros((3, 3), dtype=bool)
+    holes[2, :] = holes[:, 2] = True
+    starts = [(0, 0), (0, 1), (1, 1), (1, 0)]
+    goals = [(0, 1), (1, 1), (1, 0), (0, 0)]
+    sol = solve(holes, starts, goals)
+    assert sol is not None and (sol.soc, sol.makespan, sol.needs_wait) == (4, 1, False)
+
+
+def test_invalid_instances():
+    holes = grid_from(["..#", "...", "..."])
+    assert solve(holes, [(0, 0), (1, 1)], [(2, 2), (2, 2)]) is None  # shared goal
+    assert solve(holes, [(0, 2)], [(2, 2)]) is None  # start on a hole
+    assert solve(grid_from([".#.", "##.", "..."]), [(0, 0)], [(2, 2)]) is None  # unreachable
+    with pytest.raises(ValueError):
+        solve(holes, [(0, 3)], [(0, 0)])
+    assert solve(holes, [], []) == Solution(0, 0, [], False, 0)
+
+
+def test_budget_exceeded():
+    holes = np.zeros((3, 3), dtype=bool)
+    with pytest.raises(SolverBudgetExceeded):
+        solve(holes, [(0, 0), (0, 2)], [(0, 2), (0, 0)], max_nodes=0)
+
+
+def test_single_agent_distances():
+    holes = grid_from([".#.", "...", "#.."])
+    d = single_agent_distances(holes, (0, 0))
+    assert d.tolist() == [[0, -1, 4], [1, 2, 3], [-1, 3, 4]]
+
+
+# --- properties --------------------------------------------------------------------------------
+
+
+@st.composite
+def instances(draw, sizes=(3, 6), agents=(1, 4), max_hole=0.4):
+    """Random grid with distinct starts/goals, each goal reachable from its start."""
+    n = draw(st.integers(*sizes))
+    ratio = draw(st.floats(0.0, max_hole))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    holes = rng.random((n, n)) < ratio
+    free = [tuple(map(int, c)) for c in np.argwhere(~holes)]
+    k = draw(st.integers(*agents))
+    if len(free) < k:
+        k = len(free)
+    idx_s = rng.permutation(len(free))[:k]
+    starts = [free[i] for i in idx_s]
+    goals: list[Cell] = []
+    for s in starts:
+        cands = [c for c in free if c not in goals and bfs_dist(holes, s, c) >= 0]
+        if not cands:
+            break
+        goals.append(cands[int(rng.integers(len(cands)))])
+    starts = starts[: len(goals)]
+    return holes, starts, goals
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_plan_valid_and_bounds(inst):
+    holes, starts, goals = inst
+    try:
+        sol = solve(holes, starts, goals, max_nodes=3000, time_limit=5.0)
+    except SolverBudgetExceeded:
+        return
+    if sol is None:
+        return
+    soc, mks = check_plan(holes, starts, goals, sol.paths)
+    assert soc == sol.soc
+    assert mks >= sol.makespan
+    d = [bfs_dist(holes, s, g) for s, g in zip(starts, goals, strict=True)]
+    assert sol.soc >= sum(d)
+    assert sol.makespan >= max(d, default=0)
+    if len(starts) == 1:
+        assert (sol.soc, sol.makespan, sol.needs_wait) == (d[0], d[0], False)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(instances(sizes=(3, 4), agents=(2, 2)), instances(sizes=(3, 3), agents=(3, 3))))
+def test_matches_brute_force(inst):
+    holes, starts, goals = inst
+    sol = solve(holes, starts, goals)
+    soc = brute_soc(holes, starts, goals, wait=True)
+    if soc is None:
+        assert sol is None
+        return
+    assert sol is not None
+    assert sol.soc == soc
+    assert check_plan(holes, starts, goals, sol.paths)[0] == soc
+    assert sol.makespan == brute_makespan(holes, starts, goals)
+    wait_free = brute_soc(holes, starts, goals, wait=False)
+    assert sol.needs_wait == (wait_free is None or wait_free > soc)
