@@ -106,7 +106,7 @@ def bench_mapf(case: Case, batch: int, repeats: int, rules_only: bool) -> dict:
                 return (state, acc + r.sum()), None
             obs, state, r, _, _, _ = jax.vmap(env.step, (0, 0, 0, axes))(
                 keys, state, act, pool_params)
-            return (state, acc + r.sum() + obs.view.sum(dtype=jnp.int32)), None
+            return (state, acc + r.sum() + obs.view.astype(jnp.float32).sum()), None
 
         (_, acc), _ = jax.lax.scan(body, (state, jnp.float32(0)), jax.random.split(key, steps))
         return acc

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxenv.mapf import (Capacity, LevelPoolEnv, MAPFFrozenLake, make_level, make_pool)
+from jaxenv.mapf import Capacity, LevelPoolEnv, MAPFFrozenLake, make_level, make_pool
 from jaxenv.mapf.rules import DOWN, LEFT, RIGHT, STAY, UP
 
 CAP = Capacity(max_size=6, max_agents=3, view_radius=2, max_steps=20, label_waits=False)

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plain_mapf import pair_makespan, pair_needs_wait, pair_soc, reachable
 
 from jaxenv.mapf import Capacity, generate, make_config_space
-from plain_mapf import pair_makespan, pair_needs_wait, pair_soc, reachable
 
 CAP = Capacity(max_size=8, max_agents=4, view_radius=2, max_steps=64)
 SPACE = make_config_space(CAP.max_size, CAP.max_agents)

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plain_mapf import pair_makespan, pair_needs_wait, pair_soc
 
 from jaxenv.mapf import solve_pair
-from plain_mapf import pair_makespan, pair_needs_wait, pair_soc
 
 S = 6
 _solve = jax.jit(jax.vmap(solve_pair))

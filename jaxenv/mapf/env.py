@@ -112,6 +112,10 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
             "at_goal": spaces.Box(0, 1, (a,), jnp.bool_),
         })
 
+    def generate(self, key: jax.Array, cfg: MAPFConfig) -> Level:
+        """A fresh level from `cfg` at this env's capacity (see `jaxenv.mapf.generator`)."""
+        return generate(key, cfg, self.cap)
+
     def rule_config(self, params: Any) -> MAPFConfig:
         """The MAPFConfig inside `params` (subclasses may wrap it, e.g. with a level pool)."""
         return params
@@ -119,7 +123,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
     def reset_env(self, key: jax.Array, params: MAPFConfig) -> tuple[MAPFObs, MAPFState]:
         """A fresh level drawn from this env's own config."""
         k_gen, k_reset = jax.random.split(key)
-        return self.reset_to_level(k_reset, generate(k_gen, params, self.cap), params)
+        return self.reset_to_level(k_reset, self.generate(k_gen, params), params)
 
     def reset_to_level(self, key: jax.Array, level: Level,
                        params: MAPFConfig) -> tuple[MAPFObs, MAPFState]:
@@ -191,32 +195,32 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
     def get_obs(self, state: MAPFState, params: Any = None, key: Any = None) -> MAPFObs:
         """Egocentric local views plus goal vectors, for every agent slot.
 
-        One padded uint8 map holds three bit planes (obstacle, agent, goal); each agent slices
-        its window from it and unpacks the bits, so the cost per agent is one small gather.
+        Three padded uint8 planes (obstacle, agents, goals) are built once per env; each agent
+        slices its window and only corrects its own cell and its own goal.
         """
         lv, r = state.level, self.cap.view_radius
         s, v = self.cap.max_size, 2 * r + 1
         active = lv.agent_mask()
         on = active.astype(jnp.uint8)
         obstacle = (~in_grid_mask(lv.size, s) | lv.holes).astype(jnp.uint8)
-        bits = jnp.pad(obstacle, r, constant_values=1)
-        bits = bits.at[state.pos[:, 0] + r, state.pos[:, 1] + r].max(on << 1)
-        bits = bits.at[lv.goals[:, 0] + r, lv.goals[:, 1] + r].max(on << 2)
+        agents = jnp.zeros((s, s), jnp.uint8).at[state.pos[:, 0], state.pos[:, 1]].max(on)
+        goals = jnp.zeros((s, s), jnp.uint8).at[lv.goals[:, 0], lv.goals[:, 1]].max(on)
+        planes = jnp.stack([jnp.pad(obstacle, r, constant_values=1), jnp.pad(agents, r),
+                            jnp.pad(goals, r)], -1)
         offs = jnp.arange(v) - r
-        centre = ((offs[:, None] == 0) & (offs[None, :] == 0)).astype(jnp.uint8)
+        centre = ((offs[:, None] == 0) & (offs[None, :] == 0))[..., None]
 
-        def view(pos, goal, on_i):
-            w = jax.lax.dynamic_slice(bits, (pos[0], pos[1]), (v, v))
+        def view(pos, goal):
+            w = jax.lax.dynamic_slice(planes, (pos[0], pos[1], 0), (v, v, 3))
             rel = goal - pos
-            own_goal = ((offs[:, None] == rel[0]) & (offs[None, :] == rel[1])).astype(jnp.uint8)
-            ch = jnp.stack([w & 1, ((w >> 1) & 1) & ~centre, own_goal,
-                            ((w >> 2) & 1) & ~own_goal], -1)
-            return ch * on_i
+            own = ((offs[:, None] == rel[0]) & (offs[None, :] == rel[1]))[..., None]
+            return jnp.concatenate([w[..., :1], jnp.where(centre, 0, w[..., 1:2]),
+                                    own.astype(jnp.uint8), jnp.where(own, 0, w[..., 2:])], -1)
 
-        views = jax.vmap(view)(state.pos, lv.goals, on)
+        views = jnp.where(active[:, None, None, None], jax.vmap(view)(state.pos, lv.goals), 0)
         goal_vec = jnp.where(active[:, None], (lv.goals - state.pos) / s, 0.0)
-        return MAPFObs(view=views, goal_vec=goal_vec.astype(jnp.float32), agent_mask=active,
-                       at_goal=state.frozen & active)
+        return MAPFObs(view=views.astype(jnp.uint8), goal_vec=goal_vec.astype(jnp.float32),
+                       agent_mask=active, at_goal=state.frozen & active)
 
     def global_state(self, state: MAPFState) -> jax.Array:
         """[S, S, 4] uint8 map for a centralised critic, channels GLOBAL_CHANNELS."""

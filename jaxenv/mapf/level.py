@@ -5,6 +5,7 @@ from __future__ import annotations
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 UNKNOWN = -1  # cost or label not computed (e.g. > 2 agents before the exact solver ran)
@@ -48,14 +49,15 @@ class Level:
                                  self.needs_wait])
 
 
-def make_level(holes, starts, goals, *, max_size: int, max_agents: int, opt_makespan: int = UNKNOWN,
-               opt_soc: int = UNKNOWN, needs_wait: int = UNKNOWN) -> Level:
+def make_level(holes, starts, goals, *, max_size: int, max_agents: int,
+               opt_makespan: int = UNKNOWN, opt_soc: int = UNKNOWN,
+               needs_wait: int = UNKNOWN) -> Level:
     """A `Level` from plain (unpadded) arrays: holes [N, N] bool, starts/goals [n, 2]."""
-    import numpy as np
 
     holes = np.asarray(holes, bool)
     n = holes.shape[0]
-    starts, goals = np.asarray(starts, np.int32).reshape(-1, 2), np.asarray(goals, np.int32).reshape(-1, 2)
+    starts = np.asarray(starts, np.int32).reshape(-1, 2)
+    goals = np.asarray(goals, np.int32).reshape(-1, 2)
     k = starts.shape[0]
     if holes.shape != (n, n) or n > max_size:
         raise ValueError(f"holes must be square and at most {max_size} wide, got {holes.shape}")

@@ -42,7 +42,8 @@ def slip_noise(key: jax.Array, max_agents: int) -> tuple[jax.Array, jax.Array]:
     return jax.random.uniform(ku, (max_agents,)), jax.random.bernoulli(ks, 0.5, (max_agents,))
 
 
-def apply_slip(actions: jax.Array, u: jax.Array, side: jax.Array, slip_prob: jax.Array) -> jax.Array:
+def apply_slip(actions: jax.Array, u: jax.Array, side: jax.Array,
+               slip_prob: jax.Array) -> jax.Array:
     """Replace each move by a perpendicular one where u < slip_prob (stay never slips)."""
     slipped = _SLIP[actions, side.astype(jnp.int32)]
     return jnp.where(u < slip_prob, slipped, actions)
