@@ -9,9 +9,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from jaxenv.mapf import cbs
 from jaxenv.mapf.cbs import Solution, SolverBudgetExceeded, single_agent_distances, solve
 
 Cell = tuple[int, int]
@@ -215,19 +216,25 @@ def test_invalid_instances():
     assert solve(holes, [], []) == Solution(0, 0, [], False, 0)
 
 
+# A crowded 4x4 board (13 cells, 5 agents, SoC 39) that takes both searches seconds.
+CROWDED = (
+    grid_from(["#...", ".#..", "..#.", "...."]),
+    [(1, 2), (0, 2), (3, 2), (3, 3), (2, 3)],
+    [(2, 3), (3, 2), (0, 2), (3, 0), (1, 3)],
+)
+
+
 def test_budget_exceeded():
-    holes = np.zeros((3, 3), dtype=bool)
     with pytest.raises(SolverBudgetExceeded):
-        solve(holes, [(0, 0), (0, 2)], [(0, 2), (0, 0)], max_nodes=0)
+        solve(*CROWDED, max_nodes=0, max_states=0)
+    with pytest.raises(SolverBudgetExceeded):
+        solve(*CROWDED, time_limit=0.0)
 
 
 def test_single_agent_distances():
     holes = grid_from([".#.", "...", "#.."])
     d = single_agent_distances(holes, (0, 0))
     assert d.tolist() == [[0, -1, 4], [1, 2, 3], [-1, 3, 4]]
-
-
-# --- properties --------------------------------------------------------------------------------
 
 
 @st.composite
@@ -251,7 +258,100 @@ def instances(draw, sizes=(3, 6), agents=(1, 4), max_hole=0.4):
             break
         goals.append(cands[int(rng.integers(len(cands)))])
     starts = starts[: len(goals)]
+    assume(starts)
     return holes, starts, goals
+
+
+# --- each exact search alone -------------------------------------------------------------------
+
+
+GAVE_UP = "gave up"
+
+
+def _run(gen, steps: int = 100_000):
+    """Drive one search generator to its answer (``GAVE_UP`` if it has none after ``steps``)."""
+    for _ in range(steps):
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return GAVE_UP if stop.value is cbs._GAVE_UP else stop.value
+    gen.close()
+    return GAVE_UP
+
+
+def alone(holes, starts, goals) -> dict[str, object]:
+    """(SoC, no wait-free plan at that SoC, makespan) from CBS alone and from joint A* alone."""
+    n = holes.shape[0]
+    ctx = cbs._Ctx(cbs._Grid(holes), [r * n + c for r, c in starts], [r * n + c for r, c in goals])
+    work, inf = cbs._Work(), float("inf")
+    searches = {
+        "cbs": (cbs._cbs_soc, cbs._cbs_mks, {"max_nodes": 3000}),
+        "joint": (cbs._joint_soc, cbs._joint_mks, {"max_states": 100_000}),
+    }
+    out: dict[str, object] = {}
+    for name, (soc_search, mks_search, budget) in searches.items():
+        res = _run(soc_search(ctx, wait=True, bound=inf, work=work, **budget))
+        if not isinstance(res, tuple):
+            out[name] = res
+            continue
+        soc, paths = res
+        plan = [[divmod(c, n) for c in p] for p in paths]
+        assert check_plan(holes, starts, goals, plan)[0] == soc
+        wait_free = _run(soc_search(ctx, wait=False, bound=soc, work=work, **budget))
+        upper = max(len(p) - 1 for p in paths)
+        mks = _run(mks_search(ctx, bound=upper, work=work, **budget))
+        if GAVE_UP in (wait_free, mks):
+            out[name] = GAVE_UP
+        else:
+            out[name] = (soc, wait_free is None, upper if mks is None else mks)
+    return out
+
+
+# Two rooms joined by a 5-cell corridor: crossing it needs corridor reasoning in CBS.
+ROOMS = grid_from(
+    [
+        "..#####..",
+        "..#####..",
+        ".........",
+        "..#####..",
+        "..#####..",
+        "#########",
+        "#########",
+        "#########",
+        "#########",
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("starts", "goals"),
+    [
+        ([(2, 0), (2, 8)], [(2, 8), (2, 0)]),  # corridor crossing
+        ([(2, 8), (3, 1)], [(2, 0), (2, 4)]),  # B parks mid-corridor: target reasoning
+        ([(2, 0), (2, 1)], [(2, 8), (2, 3)]),
+        ([(2, 1), (2, 8), (1, 8)], [(2, 7), (2, 0), (1, 0)]),
+    ],
+)
+def test_searches_agree_on_rooms(starts, goals):
+    res = alone(ROOMS, starts, goals)
+    assert res["cbs"] == res["joint"] != GAVE_UP
+    if len(starts) == 2:
+        soc = brute_soc(ROOMS, starts, goals, wait=True)
+        wait_free = brute_soc(ROOMS, starts, goals, wait=False)
+        mks = brute_makespan(ROOMS, starts, goals)
+        assert res["cbs"] == (soc, wait_free is None or wait_free > soc, mks)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances(sizes=(4, 7), agents=(3, 4), max_hole=0.5))
+def test_searches_agree(inst):
+    """CBS (with its symmetry reasoning) and the joint A* are independent exact methods."""
+    res = alone(*inst)
+    if GAVE_UP not in res.values():
+        assert res["cbs"] == res["joint"]
+
+
+# --- properties --------------------------------------------------------------------------------
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

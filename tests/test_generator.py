@@ -37,7 +37,6 @@ configs = st.fixed_dictionaries({
 @given(st.lists(configs, min_size=4, max_size=4), st.integers(0, 2**31 - 1))
 def test_level_guarantees(values_list, seed):
     lv = _levels(values_list, 16, seed)
-    exact = 0
     for i in range(lv.size.shape[0]):
         n, k = int(lv.size[i]), int(lv.n_agents[i])
         holes = lv.holes[i]
@@ -53,11 +52,10 @@ def test_level_guarantees(values_list, seed):
         cfg = values_list[i // 16]
         assert cfg["size_weights"][n - 3] > 0
         assert cfg["agent_weights"][k - 1] > 0 or k == n * n // 2
-        # Hole count follows the ratio (fewer only when a layout had too few free cells).
+        # Hole count follows the ratio; fewer only for the hole-free fallback or when the
+        # crossing layout protects too many cells (two or more agents).
         want = round(cfg["hole_ratio"][n - 3] * n * n)
-        assert holes.sum() <= want
-        exact += holes.sum() == want
-    assert exact >= 0.8 * lv.size.shape[0]
+        assert holes.sum() == want or holes.sum() == 0 or (holes.sum() < want and k >= 2)
 
 
 @settings(max_examples=4, deadline=None)

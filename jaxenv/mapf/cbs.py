@@ -1,37 +1,42 @@
-"""Exact multi-agent path finding for MAPF-FrozenLake (docs/rules.md): Conflict-Based Search.
+"""Exact multi-agent path finding for MAPF-FrozenLake (docs/rules.md), for offline labelling.
 
-Plain Python + numpy (no jax): it labels generated levels offline, one instance at a time.
+Plain Python + numpy (no jax). Model: cells ``(row, col)`` of an N×N grid, holes forbidden; each
+step every agent stays or moves to a 4-neighbour. Forbidden: two agents in one cell (vertex
+conflict) and two agents swapping cells (edge conflict); rotations of 3+ agents and following
+are allowed. A finished agent stays on its goal forever (and can still be hit there). Agent
+cost = time of its *last* arrival at its goal (0 if it starts there and never leaves);
+SoC = sum of costs, makespan = max of costs.
 
-Model. Cells ``(row, col)`` of an N×N grid, holes forbidden; each step every agent stays or moves
-to a 4-neighbour. Forbidden: two agents in one cell (vertex conflict) and two agents swapping
-cells (edge conflict); rotations of 3+ agents and following are allowed. An agent that is done
-stays at its goal forever (and can still be hit there). Agent cost = time of its *last* arrival
-at its goal (0 if it starts there and never leaves); SoC = sum of costs, makespan = max.
+Every question is answered by *racing* two exact searches in alternating turns of a fixed
+number of steps (the first answer wins; each is exponential exactly where the other is fine, so
+the race costs at most about a factor two over the better one; counting steps, not seconds,
+keeps the returned plan independent of machine speed):
 
-``solve`` answers three exact questions with three best-first Conflict-Based Searches
-(Sharon et al. 2015) that share one low level:
+* **CBS** (Sharon et al. 2015) with the ICBS/CBSH improvements: conflicts prioritised cardinal >
+  semi-cardinal > non-cardinal from MDD widths, bypass of non-cardinal conflicts, the admissible
+  minimum-vertex-cover heuristic over cardinal conflicts (Felner et al. 2018), and symmetry
+  reasoning for target and corridor conflicts (after Li et al. 2020; both splits are proved in
+  their docstrings). Low level: space-time A* with the true BFS distance as heuristic, a goal
+  test that respects constraints on the goal after arrival, conflict-avoidance-table
+  tie-breaking. Strong on open boards where agents interact little.
+* **Joint A* with operator decomposition** (Standley 2010) over (positions, done flags): strong on
+  small, crowded, maze-like boards where CBS drowns in symmetric conflicts.
 
-* ``soc`` -- CBS with the ICBS improvements (Boyarski et al. 2015): conflict prioritisation
-  cardinal > semi-cardinal > non-cardinal from MDD widths, bypass of non-cardinal conflicts, and
-  the admissible CBSH heuristic (Felner et al. 2018: minimum vertex cover of the cardinal-conflict
-  graph). The low level is a space-time A* with the true BFS distance as heuristic (raised to
-  the last goal constraint), a goal test that respects vertex constraints on the goal after
-  arrival, and conflict-avoidance-table tie-breaking.
-* ``makespan`` -- first the lower bound max single-agent distance vs. the makespan of the
-  SoC-optimal plan (and of the wait-free plan, if found); when they differ, CBS whose node cost is
-  the max of the agents' constrained shortest-path lengths. That is a lower bound on the makespan
-  of every plan in the node's subtree, so the first conflict-free node popped is
-  makespan-optimal; nodes at or above the known upper bound are pruned.
-* ``needs_wait`` -- "every SoC-optimal plan contains a wait", where a *wait* is a stay action by
+The three answers:
+
+* ``soc`` (and one SoC-optimal plan): SoC-CBS vs. joint A*. A third racer, an exact reachability
+  search over joint configurations per connected component (capped), proves infeasibility
+  quickly (CBS alone never terminates on unsolvable instances); the joint search proves it too.
+* ``makespan``: if max single-agent distance (a lower bound) equals the makespan of a known
+  SoC-/wait-free-optimal plan (an upper bound), done. Else CBS whose node cost is the max of the
+  agents' constrained shortest-path lengths (a lower bound on the makespan of every plan in the
+  subtree, so the first conflict-free node popped is optimal) vs. joint A* minimising steps,
+  both pruning at the upper bound.
+* ``needs_wait`` = "every SoC-optimal plan contains a wait", where a *wait* is a stay action by
   an agent at any time before its final arrival at its goal (staying at the goal after the final
-  arrival is not a wait). If the SoC-optimal plan found has no wait the answer is False;
-  otherwise a second CBS whose low level never stays (an agent stays only once it is at its goal
-  for good) searches for a wait-free plan of cost ``soc``, pruning costlier nodes:
-  needs_wait = (wait-free optimum > soc, or no wait-free plan at all).
-
-CBS never terminates on unsolvable instances, so once a search has expanded a few dozen nodes
-an exact reachability search over joint configurations (per connected component, capped)
-tries to prove the instance unsolvable (then ``solve`` returns None).
+  arrival is not a wait). False at once if the plan found has no wait; otherwise the same two
+  searches run with waits forbidden (an agent stays only once at its goal for good), pruned at
+  ``soc``: needs_wait = (wait-free optimum > soc, or no wait-free plan at all).
 """
 
 from __future__ import annotations
@@ -52,8 +57,8 @@ Path = tuple[int, ...]  # flat cell indices r * N + c, one per time step, ending
 # kind 1: i moves x -> y and j moves y -> x, arriving at time t.
 Conflict = tuple[int, int, int, int]
 
-_FIRST_SLICE = 0.01  # seconds the first member of a race runs before the others get a turn
-_SLICE = 0.004  # seconds per turn after that
+_FIRST_STEPS = 40  # steps the first member of a race runs before the others get a turn
+_STEPS = 12  # steps per turn after that
 _REACH_CAP = 200_000  # joint configurations per component explored by the infeasibility proof
 
 
@@ -229,6 +234,49 @@ def _ekey(nc: int, t: int, u: int, v: int) -> int:
     return -((t * nc + u) * nc + v) - 1
 
 
+# Target-reasoning constraints live far above every vertex key.
+_SPECIAL = 1 << 40
+_FINISH_AFTER = 1  # the agent's last arrival is after t
+_FINISH_BY = 2  # the agent's last arrival is at or before t
+_BLOCK_FROM = 3  # the agent never stands on v at time t or later
+
+
+def _special(kind: int, value: int) -> int:
+    return kind * _SPECIAL + value
+
+
+def _parse(cons: frozenset[int], nc: int, goal: int) -> tuple[int, int, float, dict[int, int]]:
+    """``(glast, tmax, lmax, blocks)`` of one agent's constraints.
+
+    glast: the agent may only finish after it; tmax: the last time any constraint can bite;
+    lmax: the agent must finish by it; blocks: cell -> time from which it is forbidden for good.
+    """
+    glast = tmax = -1
+    lmax = float("inf")
+    blocks: dict[int, int] = {}
+    nc2 = nc * nc
+    for key in cons:
+        if key < 0:
+            t = (-key - 1) // nc2
+        elif key < _SPECIAL:
+            t = key // nc
+            if key - t * nc == goal and t > glast:
+                glast = t
+        else:
+            kind, t = divmod(key, _SPECIAL)
+            if kind == _FINISH_AFTER:
+                glast = max(glast, t)
+            elif kind == _FINISH_BY:
+                lmax = min(lmax, t)
+                continue
+            else:
+                t, v = divmod(t, nc)
+                blocks[v] = min(blocks.get(v, t), t)
+        if t > tmax:
+            tmax = t
+    return glast, tmax, lmax, blocks
+
+
 def _plan(
     ctx: _Ctx, a: int, cons: frozenset[int], others: Sequence[Path], wait: bool
 ) -> Path | None:
@@ -240,19 +288,10 @@ def _plan(
     and an impossible agent returns None. With ``wait=False`` the agent never stays.
     """
     nc = ctx.nc
-    nc2 = nc * nc
     start, goal, dist = ctx.starts[a], ctx.goals[a], ctx.dists[a]
-    tmax = -1
-    glast = -1  # last time the goal is forbidden: the agent may only finish after it
-    for key in cons:
-        if key >= 0:
-            t = key // nc
-            if key - t * nc == goal and t > glast:
-                glast = t
-        else:
-            t = (-key - 1) // nc2
-        if t > tmax:
-            tmax = t
+    glast, tmax, lmax, blocks = _parse(cons, nc, goal)
+    if glast >= lmax:
+        return None
     cat_v: dict[int, int] = {}
     cat_e: dict[int, int] = {}
     parked: dict[int, int] = {}
@@ -274,12 +313,15 @@ def _plan(
     horizon = max(tmax, end) + 1
     succ = ctx.grid.moves_w if wait else ctx.grid.moves
     heappush, heappop = heapq.heappush, heapq.heappop
+    big = 1 << 30
 
     d0 = dist[start]
     if wait:
         h0 = d0 if d0 > glast else glast + 1
     else:
         h0 = d0 if d0 > glast else glast + 1 + ((glast + 1 - d0) & 1)
+    if h0 > lmax:
+        return None
     # entry: (f, conflicts, waits, -g, cell, t, link); link = (cell, parent link)
     heap: list[tuple] = [(h0, 0, 0, 0, start, 0, (start, None))]
     closed: set[int] = set()
@@ -307,6 +349,8 @@ def _plan(
                 continue
             if check and (tk + v in cons or (v != u and -((tk + u) * nc + v) - 1 in cons)):
                 continue
+            if blocks and t1 >= blocks.get(v, big):
+                continue
             c1 = cf + cat_v.get(tk + v, 0)
             pk = parked.get(v)
             if pk is not None and t1 >= pk:
@@ -329,6 +373,8 @@ def _plan(
                 f = glast + 1
             else:
                 f = glast + 1 + ((glast + 1 - t1 - d) & 1)
+            if f > lmax:
+                continue
             heappush(heap, (f, c1, w1, -t1, v, t1, (v, link)))
     return None
 
@@ -339,12 +385,9 @@ def _earliest(ctx: _Ctx, start: int, cons: frozenset[int], target: int, wait: bo
     dist = ctx.dist_to(target)
     if dist[start] < 0:
         return float("inf")
-    tmax = -1
-    for key in cons:
-        t = key // nc if key >= 0 else (-key - 1) // (nc * nc)
-        if t > tmax:
-            tmax = t
+    _, tmax, _, blocks = _parse(cons, nc, -1)
     horizon = tmax + 1
+    big = 1 << 30
     succ = ctx.grid.moves_w if wait else ctx.grid.moves
     heap = [(dist[start], 0, start)]
     closed: set[int] = set()
@@ -361,6 +404,8 @@ def _earliest(ctx: _Ctx, start: int, cons: frozenset[int], target: int, wait: bo
         for v in succ[u]:
             if t1 <= tmax and (tk + v in cons or (v != u and -((tk + u) * nc + v) - 1 in cons)):
                 continue
+            if blocks and t1 >= blocks.get(v, big):
+                continue
             if v + nc * (t1 if t1 < horizon else horizon) not in closed:
                 heapq.heappush(heap, (t1 + dist[v], t1, v))
     return float("inf")
@@ -375,6 +420,8 @@ def _mdd_singles(ctx: _Ctx, a: int, cons: frozenset[int], cost: int, wait: bool)
     nc = ctx.nc
     succ = ctx.grid.moves_w if wait else ctx.grid.moves
     dist = ctx.dists[a]
+    blocks = _parse(cons, nc, -1)[3] if cons else {}
+    big = 1 << 30
     levels: list[set[int]] = [{ctx.starts[a]}]
     for t1 in range(1, cost + 1):
         tk = t1 * nc
@@ -385,6 +432,8 @@ def _mdd_singles(ctx: _Ctx, a: int, cons: frozenset[int], cost: int, wait: bool)
                 if dist[v] > rem or v in nxt:
                     continue
                 if cons and (tk + v in cons or (v != u and -((tk + u) * nc + v) - 1 in cons)):
+                    continue
+                if blocks and t1 >= blocks.get(v, big):
                     continue
                 nxt.add(v)
         levels.append(nxt)
@@ -525,9 +574,35 @@ def _split(conf: Conflict, nc: int, first: bool) -> int:
     return _ekey(nc, t, x, y) if first else _ekey(nc, t, y, x)
 
 
+# How to split a conflict: per child, the agent to replan, whether the conflict is cardinal for
+# it (no bypass then) and the constraints added, per agent.
+_Split = tuple[tuple[int, bool, dict[int, frozenset[int]]], ...]
+
+
+def _target_split(
+    ctx: _Ctx, node: _Node, conf: Conflict, first: tuple[int, bool], second: tuple[int, bool]
+) -> _Split | None:
+    """Target reasoning (Li et al. 2020) for a vertex conflict on a parked agent's goal.
+
+    a1 sits on its goal v from its last arrival l on; a2 is on v at t >= l. Every plan has
+    either l > t (a1 finishes later), or l <= t and then a2 is never on v from t on. The plain
+    split would forbid a2 on v only at t, and then again at t + 1, ...
+    """
+    t, kind, x, _ = conf
+    if kind:
+        return None
+    for (a1, _), (a2, card2) in ((first, second), (second, first)):
+        if x == ctx.goals[a1] and t >= len(node.paths[a1]) - 1:
+            later = frozenset((_special(_FINISH_AFTER, t),))
+            sooner = frozenset((_special(_FINISH_BY, t),))
+            block = frozenset((_special(_BLOCK_FROM, t * ctx.nc + x),))
+            return ((a1, True, {a1: later}), (a2, card2, {a2: block, a1: sooner}))
+    return None
+
+
 def _corridor_split(
     ctx: _Ctx, node: _Node, i: int, j: int, conf: Conflict, wait: bool
-) -> tuple[tuple[int, frozenset[int]], tuple[int, frozenset[int]]] | None:
+) -> _Split | None:
     """Corridor symmetry reasoning (after Li et al. 2020), as two range constraints.
 
     Two agents crossing a 1-wide corridor e1 - v_1..v_{k-1} - e2 in opposite directions cannot
@@ -565,9 +640,10 @@ def _corridor_split(
         x2 = min(around2 - 1, t1 + k)
         if first1 <= x1 and first2 <= x2:
             nc = ctx.nc
+            # no bypass: the ranges are not the conflict itself
             return (
-                (a1, frozenset(_vkey(nc, tt, e2) for tt in range(int(x1) + 1))),
-                (a2, frozenset(_vkey(nc, tt, e1) for tt in range(int(x2) + 1))),
+                (a1, True, {a1: frozenset(_vkey(nc, tt, e2) for tt in range(int(x1) + 1))}),
+                (a2, True, {a2: frozenset(_vkey(nc, tt, e1) for tt in range(int(x2) + 1))}),
             )
     return None
 
@@ -617,18 +693,19 @@ def _cbs(
             i, j, conf, card_i, card_j = node.choice
             children: list[_Node] = []
             bypassed = False
-            split = _corridor_split(ctx, node, i, j, conf, wait)
+            split = _target_split(ctx, node, conf, (i, card_i), (j, card_j))
             if split is None:
+                split = _corridor_split(ctx, node, i, j, conf, wait)
+            if split is None:
+                nc = ctx.nc
                 split = (
-                    (i, frozenset((_split(conf, ctx.nc, True),))),
-                    (j, frozenset((_split(conf, ctx.nc, False),))),
+                    (i, card_i, {i: frozenset((_split(conf, nc, True),))}),
+                    (j, card_j, {j: frozenset((_split(conf, nc, False),))}),
                 )
-                cards = (card_i, card_j)
-            else:
-                cards = (True, True)  # no bypass: the ranges are not the conflict itself
-            for (a, new), card in zip(split, cards, strict=True):
+            for a, card, add in split:
                 ccons = node.cons.copy()
-                ccons[a] = ccons[a] | new
+                for b, keys in add.items():
+                    ccons[b] = ccons[b] | keys
                 others = [p for b, p in enumerate(node.paths) if b != a]
                 p = _plan(ctx, a, ccons[a], others, wait)
                 if p is None:
@@ -714,7 +791,7 @@ def _joint_soc(
     heappush, heappop = heapq.heappush, heapq.heappop
     big = 1 << 30
     full = (1 << m) - 1
-    best: dict[tuple, int] = {(*start, 0, 0): 0}
+    best: dict[tuple, int] = {(start, 0, 0, ()): 0}
     # entry: (f, -g, tie, h, positions, done mask, next agent, pre-step cells, link), where
     # link = (positions after the last whole step, parent link)
     heap: list[tuple] = [(h0, 0, 0, h0, start, 0, 0, (), (start, None))]
@@ -723,7 +800,7 @@ def _joint_soc(
     while heap:
         _, ng, _, h, pos, done, i, olds, link = heappop(heap)
         g = -ng
-        if best.get((*pos, *olds, done, i), big) < g:
+        if best.get((pos, done, i, olds), big) < g:
             continue
         if pos == goals:  # the others stay put for free
             if link[0] != pos:
@@ -769,7 +846,7 @@ def _joint_soc(
             h1 = h - du + dists[i][v] if cost else h
             if g1 + h1 > bound:
                 continue
-            key = (*npos, *nolds, nd, ni)
+            key = (npos, nd, ni, nolds)
             if best.get(key, big) <= g1:
                 continue
             best[key] = g1
@@ -855,28 +932,28 @@ def _joint_mks(
 
 
 def _race(members: list[Generator[None, None, object]], deadline: float | None) -> object:
-    """Run exact searches round-robin in short time slices; the first answer wins.
+    """Run exact searches round-robin, a fixed number of steps per turn; the first answer wins.
 
     Why: CBS and the joint A* fail on different instances, and each is exponential where it
-    fails, so interleaving costs at most a factor ``len(members)`` over the better one. The first
-    member gets a longer first slice, since it alone settles the easy majority.
+    fails, so interleaving costs at most a factor ``len(members)`` over the better one. A step is
+    one CT expansion or 64 joint expansions (similar CPU time). Counting steps rather than
+    seconds keeps the winner, hence the returned plan, independent of machine speed. The first
+    member gets a longer first turn, since it alone settles the easy majority.
     """
-    clock = time.perf_counter
     active = list(members)
     turn = 0
     try:
         while active:
             gen = active[turn % len(active)]
-            end = clock() + (_FIRST_SLICE if turn == 0 else _SLICE)
             try:
-                while clock() < end:
+                for _ in range(_FIRST_STEPS if turn == 0 else _STEPS):
                     next(gen)
             except StopIteration as stop:
                 active.remove(gen)
                 if stop.value is not _GAVE_UP:
                     return stop.value
                 continue
-            if deadline is not None and clock() > deadline:
+            if deadline is not None and time.perf_counter() > deadline:
                 raise SolverBudgetExceeded("time limit reached")
             turn += 1
     finally:
@@ -991,10 +1068,15 @@ def solve(
 ) -> Solution | None:
     """Optimal SoC (with one optimal plan), optimal makespan and ``needs_wait`` of an instance.
 
+    Budgets: ``max_nodes`` constraint-tree expansions per CBS search, ``max_states`` stored
+    states per joint search (about 0.5 KB each), ``time_limit`` wall-clock seconds for the call.
+    A question is given up (``SolverBudgetExceeded``) when both of its racers ran out, or at the
+    time limit; pass one when labelling in bulk (the rare hard instances then cost at most that).
+
     Returns None when no valid plan exists (a start or goal on a hole, shared starts or goals,
-    an unreachable goal, or a proven-infeasible configuration). Raises ``SolverBudgetExceeded``
-    when ``max_nodes`` CT expansions (all searches together) or ``time_limit`` seconds run out,
-    and ``ValueError`` for malformed input (non-square grid, length mismatch, off-grid cell).
+    an unreachable goal, or a proven-infeasible configuration), and raises ``ValueError`` for
+    malformed input (non-square grid, length mismatch, off-grid cell). ``nodes_expanded`` counts
+    CT and joint-search expansions over all searches run.
     """
     holes = np.asarray(holes, dtype=bool)
     if holes.ndim != 2 or holes.shape[0] != holes.shape[1]:
@@ -1020,13 +1102,12 @@ def solve(
     ctx = _Ctx(grid, s_idx, g_idx)
     if any(ctx.dists[a][s_idx[a]] < 0 for a in range(k)):
         return None
-    lim = {"work": work}
     inf = float("inf")
 
     found = _race(
         [
-            _cbs_soc(ctx, wait=True, bound=inf, max_nodes=max_nodes, **lim),
-            _joint_soc(ctx, wait=True, bound=inf, max_states=max_states, **lim),
+            _cbs_soc(ctx, wait=True, bound=inf, max_nodes=max_nodes, work=work),
+            _joint_soc(ctx, wait=True, bound=inf, max_states=max_states, work=work),
             _infeasibility_proof(ctx),
         ],
         deadline,
@@ -1040,8 +1121,8 @@ def solve(
     if _has_wait(paths):
         wait_free = _race(
             [
-                _cbs_soc(ctx, wait=False, bound=soc, max_nodes=max_nodes, **lim),
-                _joint_soc(ctx, wait=False, bound=soc, max_states=max_states, **lim),
+                _cbs_soc(ctx, wait=False, bound=soc, max_nodes=max_nodes, work=work),
+                _joint_soc(ctx, wait=False, bound=soc, max_states=max_states, work=work),
             ],
             deadline,
         )
@@ -1054,8 +1135,8 @@ def solve(
     if lower < upper:
         best = _race(
             [
-                _cbs_mks(ctx, bound=upper, max_nodes=max_nodes, **lim),
-                _joint_mks(ctx, bound=upper, max_states=max_states, **lim),
+                _cbs_mks(ctx, bound=upper, max_nodes=max_nodes, work=work),
+                _joint_mks(ctx, bound=upper, max_states=max_states, work=work),
             ],
             deadline,
         )

@@ -74,6 +74,14 @@ def _place(key, size, n_holes, n, protect, fixed_s, fixed_g, n_fixed, cap: Capac
     return holes, starts, goals, ok
 
 
+def _segment(a: jax.Array, b: jax.Array, s: int) -> jax.Array:
+    """[S, S] mask of the cells between a and b inclusive (a, b on one row or column)."""
+    idx = jnp.arange(s)
+    rows = (idx >= jnp.minimum(a[0], b[0])) & (idx <= jnp.maximum(a[0], b[0]))
+    cols = (idx >= jnp.minimum(a[1], b[1])) & (idx <= jnp.maximum(a[1], b[1]))
+    return rows[:, None] & cols[None, :]
+
+
 def _crossing(key, size, cap: Capacity):
     """Agents 0 and 1 on straight lines through a cell X, both reaching X at time `d`.
 
@@ -95,13 +103,7 @@ def _crossing(key, size, cap: Capacity):
     swap = jax.random.bernoulli(kr)  # which agent walks the row
     s0, s1 = jnp.where(swap, s1, s0), jnp.where(swap, s0, s1)
     g0, g1 = jnp.where(swap, g1, g0), jnp.where(swap, g0, g1)
-    idx = jnp.arange(s)
-    lo_c = jnp.minimum(jnp.where(swap, s1[1], s0[1]), jnp.where(swap, g1[1], g0[1]))
-    hi_c = jnp.maximum(jnp.where(swap, s1[1], s0[1]), jnp.where(swap, g1[1], g0[1]))
-    lo_r = jnp.minimum(jnp.where(swap, s0[0], s1[0]), jnp.where(swap, g0[0], g1[0]))
-    hi_r = jnp.maximum(jnp.where(swap, s0[0], s1[0]), jnp.where(swap, g0[0], g1[0]))
-    protect = ((idx[:, None] == xr) & (idx[None, :] >= lo_c) & (idx[None, :] <= hi_c)) | (
-        (idx[None, :] == xc) & (idx[:, None] >= lo_r) & (idx[:, None] <= hi_r))
+    protect = _segment(s0, g0, s) | _segment(s1, g1, s)
     starts = jnp.zeros((a, 2), jnp.int32).at[0].set(s0).at[1].set(s1)
     goals = jnp.zeros((a, 2), jnp.int32).at[0].set(g0).at[1].set(g1)
     return starts, goals, protect
