@@ -10,27 +10,33 @@ One *block* per (agents k, size n), seeded by ``numpy.random.default_rng([seed, 
 three subsets are filled in order from that one stream, so a block regenerates on its own (the
 test does so for small blocks) and blocks can run in parallel without changing a byte.
 
-An instance: a hole ratio drawn uniformly from [0.1, 0.5] (holes = round(ratio * n^2), at most
-n^2 - 2k), holes on uniformly random cells, then 2k distinct cells of the largest ice
-component (ties: the component holding the lowest cell index) as starts and goals, so every
-goal is reachable and no start or goal is on a hole or on another agent's start or goal (the
-same rules as the training generator). The realised ratio is stored (small maps cap it).
+An instance: a hole ratio drawn uniformly from [0.1, 0.5] (holes = round(ratio * n^2), kept
+within [ceil(0.1 n^2), floor(0.5 n^2)] and at most n^2 - 2k), holes on uniformly random
+cells, then 2k distinct cells of the largest ice component (ties: the component holding the
+lowest cell index) as starts and goals, so every goal is reachable and no start or goal is on
+a hole or on another agent's start or goal (the same rules as the training generator). The
+realised ratio follows from the stored holes (3x3 maps with 3 agents cap it at 3/9).
 
 Wait labels: subset r asks for round-half-alternating(r * 50) instances whose every SoC-optimal
 plan needs a wait (``Solution.needs_wait``; see ``jaxenv.mapf.cbs``), the rest none. Candidates
 are drawn until both quotas are full; labelled instances whose quota is full are dropped.
 Waiting instances are rare on large open maps, so with probability
-``remaining_wait / remaining_total`` a candidate is a *crossing*: two agents (at random agent
-indices) on straight row/column segments that reach one cell at the same time (their shortest
-paths are unique and collide, which needs a wait unless something else intervenes); holes
-avoid the two segments. Only the CBS label decides the subset. Duplicates within a block are
-dropped.
+``CROSSING_SHARE * remaining_wait / remaining_total`` (CROSSING_SHARE = 0.5, so at least half
+of the candidates stay random layouts and natural waits keep a fair share) a candidate is a
+*crossing*: two agents (at random agent indices) on straight row/column segments that reach
+one cell at the same time (their shortest paths are unique and collide, which needs a wait
+unless something else intervenes); holes avoid the two segments. Only the CBS label decides
+the subset. Duplicates within a block are dropped.
 
 Determinism: CBS runs with node/state budgets only (no time limit); instances over budget
-are skipped. ``cbs.solve`` races its searches in wall-clock slices, which can change *which*
-optimal plan comes back (never the costs or labels); this script sets the slices to infinity
-while it runs, so the searches run one after another in a fixed order and the stored plan is
-reproducible too.
+are skipped (counted in ``block_stats``). ``cbs.solve`` alternates its searches in turns
+counted in expansions, not seconds, so it returns the same plan on any machine, and with the
+same solver everything regenerates byte for byte. The instances, exact
+costs and labels are what the benchmark *is* (``--check`` and the test compare them byte for
+byte); the stored plan is a *witness*, one SoC-optimal plan among possibly many, which a later
+solver version may pick differently: ``--check`` then reports how many witnesses differ and
+verifies that every regenerated one is valid and SoC-optimal. (A solver change that moves an
+instance across the node budget would change the instances: ``--check`` fails loudly.)
 
 Usage::
 
@@ -42,7 +48,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import io
 import os
@@ -60,6 +65,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from jaxenv.mapf import cbs  # noqa: E402
+from jaxenv.mapf.heldout import content_sha256  # noqa: E402
 
 VERSION = 1
 SEED = 20260617
@@ -67,8 +73,9 @@ AGENT_SIZES = {3: tuple(range(3, 11)), 4: tuple(range(4, 11)), 5: tuple(range(5,
 SUBSETS = (0.25, 0.50, 0.75)
 PER_CELL = 50
 HOLE_RANGE = (0.1, 0.5)
-MAX_NODES = 3_000
-MAX_STATES = 60_000
+# CBS budgets: a cheap first try, then the full budget (both deterministic, no time limit).
+STAGES = ((200, 20_000), (3_000, 60_000))
+CROSSING_SHARE = 0.5  # at most this share of candidates are crossings (see the docstring)
 MAX_ATTEMPTS = 50_000  # per (agents, size, subset); exceeding it is an error, not a skip
 MAX_SIZE, MAX_AGENTS = 10, 5
 DEFAULT_OUT = ROOT / "jaxenv" / "data" / "heldout_v1.npz"
@@ -111,9 +118,13 @@ def _largest_component(free: np.ndarray) -> np.ndarray:
 
 
 def _holes(rng: np.random.Generator, n: int, n_cells_needed: int, protect: np.ndarray):
+    """round(ratio * n^2) holes for ratio ~ U[0.1, 0.5], kept within [0.1, 0.5] of the cells
+    and capped so that ``n_cells_needed`` ice cells remain; never on ``protect``."""
     ratio = rng.uniform(*HOLE_RANGE)
     allowed = np.flatnonzero(~protect.reshape(-1))
-    n_holes = min(int(round(ratio * n * n)), n * n - n_cells_needed, len(allowed))
+    lo, hi = int(np.ceil(HOLE_RANGE[0] * n * n)), int(np.floor(HOLE_RANGE[1] * n * n))
+    n_holes = min(max(lo, min(hi, int(round(ratio * n * n)))), n * n - n_cells_needed,
+                  len(allowed))
     holes = np.zeros(n * n, bool)
     holes[rng.permutation(allowed)[:n_holes]] = True
     return holes.reshape(n, n)
@@ -160,22 +171,22 @@ def crossing_candidate(rng: np.random.Generator, n: int, k: int):
     return holes, starts[order], goals[order]
 
 
-@contextlib.contextmanager
-def deterministic_solver():
-    """Run ``cbs.solve``'s raced searches one after another (see the module docstring)."""
-    names = ("_FIRST_SLICE", "_SLICE")
-    missing = [a for a in names if not hasattr(cbs, a)]
-    if missing:  # no time slicing left to pin down: nothing to do
-        yield
-        return
-    old = {a: getattr(cbs, a) for a in names}
-    try:
-        for a in names:
-            setattr(cbs, a, float("inf"))
-        yield
-    finally:
-        for a, v in old.items():
-            setattr(cbs, a, v)
+def solve_staged(holes: np.ndarray, starts: np.ndarray, goals: np.ndarray):
+    """``cbs.solve`` under each budget of STAGES in turn; raises if the last one runs out.
+
+    With the searches run one after another, CBS would spend its whole node budget on an
+    unsolvable or crowded instance before the joint search gets a turn; a small first budget
+    lets the joint search settle those quickly.
+    """
+    s = [tuple(map(int, c)) for c in starts]
+    g = [tuple(map(int, c)) for c in goals]
+    for i, (nodes, states) in enumerate(STAGES):
+        try:
+            return cbs.solve(holes, s, g, max_nodes=nodes, max_states=states)
+        except cbs.SolverBudgetExceeded:
+            if i == len(STAGES) - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def generate_block(k: int, n: int, seed: int = SEED) -> dict[str, object]:
@@ -188,58 +199,59 @@ def generate_block(k: int, n: int, seed: int = SEED) -> dict[str, object]:
     stats = {"attempts": 0, "skipped_budget": 0, "unsolvable": 0, "rejected_layout": 0,
              "duplicates": 0, "seconds": 0.0}
     t0 = time.perf_counter()
-    with deterministic_solver():
-        for si in range(len(SUBSETS)):
-            want = {True: wait_quota(si, k, n), False: PER_CELL - wait_quota(si, k, n)}
-            attempts = 0
-            while want[True] or want[False]:
-                attempts += 1
-                if attempts > MAX_ATTEMPTS:
-                    raise RuntimeError(f"block ({k}, {n}) subset {SUBSETS[si]}: quotas not "
-                                       f"filled after {MAX_ATTEMPTS} candidates: {want}")
-                p_cross = want[True] / (want[True] + want[False])
-                kind = CROSSING if rng.random() < p_cross else RANDOM
-                cand = (crossing_candidate if kind == CROSSING else random_candidate)(rng, n, k)
-                if cand is None:
-                    stats["rejected_layout"] += 1
-                    continue
-                holes, starts, goals = cand
-                key = holes.tobytes() + starts.astype(np.int8).tobytes() + goals.astype(
-                    np.int8).tobytes()
-                if key in seen:
-                    stats["duplicates"] += 1
-                    continue
-                try:
-                    sol = cbs.solve(holes, [tuple(map(int, s)) for s in starts],
-                                    [tuple(map(int, g)) for g in goals], max_nodes=MAX_NODES,
-                                    max_states=MAX_STATES)
-                except cbs.SolverBudgetExceeded:
-                    stats["skipped_budget"] += 1
-                    continue
-                if sol is None:
-                    stats["unsolvable"] += 1
-                    continue
-                label = bool(sol.needs_wait)
-                if want[label] == 0:
-                    continue
-                want[label] -= 1
-                seen.add(key)
-                for name, value in (("holes", holes), ("starts", starts), ("goals", goals),
-                                    ("soc", sol.soc), ("makespan", sol.makespan),
-                                    ("needs_wait", label), ("paths", sol.paths),
-                                    ("kind", kind), ("subset_index", si)):
-                    out[name].append(value)
-            stats["attempts"] += attempts
+    for si in range(len(SUBSETS)):
+        want = {True: wait_quota(si, k, n), False: PER_CELL - wait_quota(si, k, n)}
+        attempts = 0
+        while want[True] or want[False]:
+            attempts += 1
+            if attempts > MAX_ATTEMPTS:
+                raise RuntimeError(f"block ({k}, {n}) subset {SUBSETS[si]}: quotas not "
+                                   f"filled after {MAX_ATTEMPTS} candidates: {want}")
+            p_cross = CROSSING_SHARE * want[True] / (want[True] + want[False])
+            kind = CROSSING if rng.random() < p_cross else RANDOM
+            cand = (crossing_candidate if kind == CROSSING else random_candidate)(rng, n, k)
+            if cand is None:
+                stats["rejected_layout"] += 1
+                continue
+            holes, starts, goals = cand
+            key = holes.tobytes() + starts.astype(np.int8).tobytes() + goals.astype(
+                np.int8).tobytes()
+            if key in seen:
+                stats["duplicates"] += 1
+                continue
+            try:
+                sol = solve_staged(holes, starts, goals)
+            except cbs.SolverBudgetExceeded:
+                stats["skipped_budget"] += 1
+                continue
+            if sol is None:
+                stats["unsolvable"] += 1
+                continue
+            label = bool(sol.needs_wait)
+            if want[label] == 0:
+                continue
+            want[label] -= 1
+            seen.add(key)
+            for name, value in (("holes", holes), ("starts", starts), ("goals", goals),
+                                ("soc", sol.soc), ("makespan", sol.makespan),
+                                ("needs_wait", label), ("paths", sol.paths),
+                                ("kind", kind), ("subset_index", si)):
+                out[name].append(value)
+        stats["attempts"] += attempts
     stats["seconds"] = time.perf_counter() - t0
     out["stats"] = stats
     out["k"], out["n"] = k, n
     return out
 
 
+STAT_KEYS = ("attempts", "skipped_budget", "unsolvable", "rejected_layout", "duplicates")
+
+
 def assemble(blocks: list[dict[str, object]], seed: int) -> dict[str, np.ndarray]:
     """Padded arrays of all instances, blocks in (agents, size) order."""
     rows = []
-    for blk in sorted(blocks, key=lambda b: (b["k"], b["n"])):
+    blocks = sorted(blocks, key=lambda b: (b["k"], b["n"]))
+    for blk in blocks:
         for i in range(len(blk["soc"])):
             rows.append((blk["k"], blk["n"], {key: blk[key][i] for key in (
                 "holes", "starts", "goals", "soc", "makespan", "needs_wait", "paths", "kind",
@@ -276,18 +288,11 @@ def assemble(blocks: list[dict[str, object]], seed: int) -> dict[str, np.ndarray
     arr["subsets"] = np.asarray(SUBSETS, np.float32)
     arr["version"] = np.int32(VERSION)
     arr["seed"] = np.int64(seed)
-    arr["budget"] = np.asarray([MAX_NODES, MAX_STATES], np.int64)
+    arr["budget"] = np.asarray(STAGES, np.int64)
+    # per block: agents, size, then STAT_KEYS (deterministic counts; no timings)
+    arr["block_stats"] = np.asarray([[b["k"], b["n"]] + [b["stats"][key] for key in STAT_KEYS]
+                                     for b in blocks], np.int64)
     return arr
-
-
-def content_sha256(arrays: dict[str, np.ndarray]) -> str:
-    """Hash of names, dtypes, shapes and bytes (independent of zip/zlib details)."""
-    h = hashlib.sha256()
-    for name in sorted(arrays):
-        a = np.ascontiguousarray(arrays[name])
-        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
 
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -302,6 +307,29 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, member.getvalue(), compresslevel=9)
     path.write_bytes(buf.getvalue())
+
+
+def witness_paths(arrays: dict[str, np.ndarray], i: int) -> list[list[tuple[int, int]]]:
+    k = int(arrays["n_agents"][i])
+    return [[(int(r), int(c)) for r, c in arrays["plan_cells"][i, a, : arrays["plan_len"][i, a]]]
+            for a in range(k)]
+
+
+def check_witnesses(shipped: dict[str, np.ndarray], arrays: dict[str, np.ndarray]):
+    """(regenerated plans that are not valid and SoC-optimal for the shipped instances, plans
+    that differ from the shipped ones); uses the plain-Python reference checker."""
+    from jaxenv.mapf.reference import ref_check_plan
+
+    bad = differ = 0
+    for i in range(len(arrays["size"])):
+        paths = witness_paths(arrays, i)
+        k, n = int(shipped["n_agents"][i]), int(shipped["size"][i])
+        res = ref_check_plan(size=n, holes=shipped["holes"][i].tolist(),
+                             starts=shipped["starts"][i, :k].tolist(),
+                             goals=shipped["goals"][i, :k].tolist(), plan=paths, n_agents=k)
+        bad += not (res["valid"] and res["soc"] == int(shipped["opt_soc"][i]))
+        differ += paths != witness_paths(shipped, i)
+    return bad, differ
 
 
 def _block_job(args: tuple[int, int, int]) -> dict[str, object]:
@@ -341,10 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     arrays, _ = build(args.agents, args.sizes, args.seed, args.workers, verbose=True)
     secs = time.perf_counter() - t0
-    digest = content_sha256(arrays)
+    digest = content_sha256(arrays, "instances")
     wait = arrays["needs_wait"].astype(bool)
-    print(f"{len(wait)} instances in {secs:.1f} s with {args.workers} worker(s); "
-          f"content sha256 {digest}")
+    print(f"{len(wait)} instances in {secs:.1f} s with {args.workers} worker(s); sha256 of "
+          f"instances {digest}, of plans {content_sha256(arrays, 'plans')}")
     for si, r in enumerate(SUBSETS):
         sel = arrays["subset_index"] == si
         print(f"  subset {r:.2f}: {sel.sum()} instances, needs-wait share "
@@ -352,8 +380,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         with np.load(args.out) as f:
             shipped = {name: f[name] for name in f.files}
-        same = content_sha256(shipped) == digest
-        print("matches" if same else "DIFFERS from", args.out)
+        same = content_sha256(shipped, "instances") == digest
+        print(("instances, costs and labels match " if same else "instances DIFFER from ")
+              + str(args.out))
+        if same:
+            bad, differ = check_witnesses(shipped, arrays)
+            print(f"plan witnesses: {differ} differ from the shipped ones (another optimal "
+                  f"plan: the solver changed), {bad} not valid and SoC-optimal")
+            same = bad == 0
         return 0 if same else 1
     write_npz(args.out, arrays)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB), file sha256 "

@@ -26,9 +26,14 @@ FILE_NAME = "heldout_v1.npz"
 SUBSETS = (0.25, 0.50, 0.75)
 KINDS = ("random", "crossing")  # how the candidate was drawn (see scripts/make_benchmark.py)
 N_INSTANCES = 3150
-# sha256 of the shipped file's bytes and of its array contents (names, dtypes, shapes, bytes).
-FILE_SHA256 = "to-be-filled"
-CONTENT_SHA256 = "to-be-filled"
+# The stored plan is a *witness* (one SoC-optimal plan among possibly many): which one the
+# solver returns may change with the solver's version, the instances, costs and labels may not.
+PLAN_ARRAYS = ("plan_cells", "plan_len")
+# sha256 of the shipped file's bytes; of its instance arrays (everything but the plans: grids,
+# starts, goals, sizes, subsets, costs, labels, kinds, block stats); of its plan arrays.
+FILE_SHA256 = "fb20a1aabfe13b483a645406300c00c0faa1d8393df8aa0716f52e5c207b63bb"
+INSTANCES_SHA256 = "1590e32a8bd8bef757bf36cda3dcb81259e2efe6b0ddadb3b9563410e4887a52"
+PLANS_SHA256 = "9430d89f7de104f78e8060b013dfee118033bc2bc8978ecba800c038dbadb8ff"
 
 
 def data_path() -> Path:
@@ -38,6 +43,24 @@ def data_path() -> Path:
 
 def file_sha256(path: str | Path | None = None) -> str:
     return hashlib.sha256(Path(path or data_path()).read_bytes()).hexdigest()
+
+
+def content_sha256(arrays: dict[str, np.ndarray], part: str = "all") -> str:
+    """Hash of the arrays' names, dtypes, shapes and bytes (independent of zip/zlib details).
+
+    part: "all", "instances" (every array but PLAN_ARRAYS) or "plans" (PLAN_ARRAYS only).
+    """
+    if part not in ("all", "instances", "plans"):
+        raise ValueError(f"unknown part {part!r}")
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        if (part == "instances" and name in PLAN_ARRAYS) or (
+                part == "plans" and name not in PLAN_ARRAYS):
+            continue
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
 def load_arrays(path: str | Path | None = None) -> dict[str, np.ndarray]:

@@ -67,26 +67,43 @@ def _cell_ids(cells: jax.Array, s: int) -> jax.Array:
     return c[..., 0] * (s + 2) + c[..., 1]
 
 
-def _conflicts(pos_id: jax.Array, occupant: jax.Array, tgt_id: jax.Array, active: jax.Array,
+def _conflicts(pos_id: jax.Array, tgt_id: jax.Array, active: jax.Array,
                s: int) -> tuple[jax.Array, jax.Array]:
-    """Vertex and edge conflicts among active agents in O(cells + agents).
+    """Vertex and edge conflicts among active agents: ([A] bool, [A] bool).
 
-    occupant[cell] is the active agent standing there (-1 if none). A vertex conflict is a
-    target shared with another active agent; an edge conflict is a move into the cell of an
-    agent that moves into ours.
+    A vertex conflict is a target shared with another active agent; an edge conflict is a
+    move into the cell of an agent that moves into ours. Few agents compare all pairs
+    (O(A^2), vectorises well under vmap); many agents use the grid (O(cells + A) scatters).
+    Both give the same answer (tests/test_rules.py).
     """
+    if pos_id.shape[0] ** 2 <= (s + 2) ** 2:
+        return _pair_conflicts(pos_id, tgt_id, active)
+    return _grid_conflicts(pos_id, tgt_id, active, s)
+
+
+def _pair_conflicts(pos_id: jax.Array, tgt_id: jax.Array,
+                    active: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """`_conflicts` by comparing every pair of agents (for few agents)."""
+    a = pos_id.shape[0]
+    pair = active[:, None] & active[None, :] & ~jnp.eye(a, dtype=bool)
+    vertex = jnp.any(pair & (tgt_id[:, None] == tgt_id[None, :]), 1)
+    swap = (tgt_id[:, None] == pos_id[None, :]) & (tgt_id[None, :] == pos_id[:, None])
+    return vertex, jnp.any(pair & swap, 1) & (tgt_id != pos_id)
+
+
+def _grid_conflicts(pos_id: jax.Array, tgt_id: jax.Array, active: jax.Array,
+                    s: int) -> tuple[jax.Array, jax.Array]:
+    """`_conflicts` through per-cell counts and an occupant map (for many agents)."""
+    a = pos_id.shape[0]
     count = jnp.zeros((s + 2) ** 2, jnp.int32).at[tgt_id].add(active)
     vertex = active & (count[tgt_id] > 1)
+    ids = jnp.where(active, jnp.arange(a), -1)
+    occupant = jnp.full((s + 2) ** 2, -1, jnp.int32).at[pos_id].max(ids)
     j = occupant[tgt_id]
     jj = jnp.maximum(j, 0)
     moved = tgt_id != pos_id
-    edge = active & moved & (j >= 0) & (tgt_id[jj] == pos_id) & (jj != jnp.arange(j.shape[0]))
+    edge = active & moved & (j >= 0) & (tgt_id[jj] == pos_id) & (jj != jnp.arange(a))
     return vertex, edge
-
-
-def _occupant(pos_id: jax.Array, active: jax.Array, s: int) -> jax.Array:
-    ids = jnp.where(active, jnp.arange(pos_id.shape[0]), -1)
-    return jnp.full((s + 2) ** 2, -1, jnp.int32).at[pos_id].max(ids)
 
 
 def violations(holes: jax.Array, size: jax.Array, pos: jax.Array, tgt: jax.Array,
@@ -96,8 +113,7 @@ def violations(holes: jax.Array, size: jax.Array, pos: jax.Array, tgt: jax.Array
     inside = in_bounds(tgt, size)
     oob = active & ~inside
     hole = active & inside & is_hole(holes, tgt)
-    pos_id = _cell_ids(pos, s)
-    vertex, edge = _conflicts(pos_id, _occupant(pos_id, active, s), _cell_ids(tgt, s), active, s)
+    vertex, edge = _conflicts(_cell_ids(pos, s), _cell_ids(tgt, s), active, s)
     return Violations(oob=oob, hole=hole, vertex=vertex, edge=edge)
 
 
@@ -106,12 +122,11 @@ def resolve(holes: jax.Array, pos: jax.Array, tgt: jax.Array, active: jax.Array,
     """POGEMA-like blocking: cancel illegal moves, then conflicting ones, until none is left."""
     s = holes.shape[-1]
     pos_id = _cell_ids(pos, s)
-    occupant = _occupant(pos_id, active, s)
     t0 = jnp.where((v.oob | v.hole), pos_id, _cell_ids(tgt, s))
 
     def body(carry):
         t, _ = carry
-        vertex, edge = _conflicts(pos_id, occupant, t, active, s)
+        vertex, edge = _conflicts(pos_id, t, active, s)
         cancel = (vertex | edge) & (t != pos_id)
         return jnp.where(cancel, pos_id, t), jnp.any(cancel)
 

@@ -1,0 +1,195 @@
+"""Learning curve of the PPO trainee on the paper's "fixed config" baseline.
+
+Trains on 2-agent levels from one fixed mixed-size config (sizes 3-10 in equal shares, the
+config space's defaults: hole ratio 0.2, wait ratio 0.3, fail on any violation; the reward is
+the config's: +1 to every agent on team success, plus `--shaping` per cell of progress), for a
+stated budget of env steps or wall time; evaluates greedily on the whole frozen held-out set
+(3, 4, 5 agents; 3,150 levels) every `--eval-every` stages; writes the paper-style table with
+the paper's rows beside it, a JSON log and a PNG of held-out valid % against env steps and
+against wall time.
+
+    python benchmarks/learning_curve.py --minutes 12 --out runs/learning_curve
+
+Wall time on the x axis counts training and pool generation only (evaluation excluded); the
+total is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from jaxenv.mapf import Capacity, MAPFFrozenLake  # noqa: E402
+from jaxenv.mapf.report import format_markdown  # noqa: E402
+from policy import checkpoint  # noqa: E402
+from policy.evaluate import failure_samples  # noqa: E402
+from policy.guard import check_finite  # noqa: E402
+from policy.network import ActorCritic  # noqa: E402
+from policy.ppo import Hparams, make_train, summarize  # noqa: E402
+from policy.validation import validate  # noqa: E402
+
+PAPER = {  # valid % / optimal %, mean over map sizes, for 3 / 4 / 5 agents
+    "Qwen3-4B + GRPO, fixed random config": [(40.42, 26.08), (26.67, 16.10), (15.11, 9.11)],
+    "Qwen3-4B + GRPO + engineer": [(51.67, 31.67), (33.14, 21.33), (18.67, 11.00)],
+}
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--minutes", type=float, default=12.0, help="training wall-time budget")
+    p.add_argument("--max-env-steps", type=float, default=float("inf"))
+    p.add_argument("--envs", type=int, default=1024)
+    p.add_argument("--steps", type=int, default=32, help="rollout length per update")
+    p.add_argument("--updates", type=int, default=25, help="PPO updates per stage")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--minibatches", type=int, default=4)
+    p.add_argument("--pool-size", type=int, default=1024, help="levels generated per stage")
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--ent-coef", type=float, default=0.01)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--critic", choices=("ippo", "mappo"), default="ippo")
+    p.add_argument("--shaping", type=float, default=0.0)
+    p.add_argument("--eval-every", type=int, default=2, help="stages between evaluations")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "learning_curve")
+    return p.parse_args(argv)
+
+
+def held_out_row(table) -> dict:
+    return {str(k): {"valid": c.valid, "optimal": c.optimal}
+            for k, c in table.mean_over_sizes.items()}
+
+
+def plot(curve: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, xkey, xlabel in ((axes[0], "env_steps", "env steps"),
+                             (axes[1], "train_s", "training wall time (s)")):
+        for k in ("3", "4", "5"):
+            ax.plot([c[xkey] for c in curve], [c["heldout"][k]["valid"] for c in curve],
+                    marker="o", ms=3, label=f"{k} agents (held-out, valid %)")
+        ax.plot([c[xkey] for c in curve], [100 * c["train_success"] for c in curve], "k--",
+                lw=1, label="2 agents (training levels, success %)")
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("valid % (mean over map sizes)")
+    axes[1].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    a = parse(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+    cap = Capacity(max_size=10, max_agents=2)
+    env = MAPFFrozenLake(cap)
+    cs = env.config_space
+    values = dict(cs.default(), shaping=a.shaping)  # 2 agents, sizes 3-10 equal shares
+    cfg = cs.to_config(values)
+    hp = Hparams(num_envs=a.envs, num_steps=a.steps, num_updates=a.updates,
+                 update_epochs=a.epochs, num_minibatches=a.minibatches, pool_size=a.pool_size,
+                 lr=a.lr, ent_coef=a.ent_coef)
+    net = ActorCritic(hidden=a.hidden, critic=a.critic)
+    trainer = make_train(env, net, hp)
+    eval_cap = Capacity(max_size=10, max_agents=5, view_radius=cap.view_radius,
+                        max_steps=cap.max_steps)
+    key = jax.random.PRNGKey(a.seed)
+    runner = trainer.init(key)
+    print(f"config: {json.dumps(cs.from_config(cfg))}\nhparams: {hp}\nnetwork: {net}", flush=True)
+
+    curve: list[dict] = []
+    train_s = 0.0
+    stage = 0
+
+    def evaluate(train_success: float) -> None:
+        t = time.time()
+        v = validate(runner.params, net, jax.random.PRNGKey(1), cap=eval_cap)
+        row = held_out_row(v.table)
+        curve.append({"stage": stage, "env_steps": int(runner.env_steps), "train_s": train_s,
+                      "eval_s": time.time() - t, "train_success": train_success,
+                      "heldout": row, "overall_valid": v.table.overall.valid})
+        print(f"[eval] stage {stage} steps {int(runner.env_steps):,} train {train_s:.0f}s "
+              f"held-out valid 3/4/5: " + " / ".join(f"{row[k]['valid']:.2f}" for k in "345")
+              + f" (eval {time.time() - t:.1f}s)", flush=True)
+        return v
+
+    budget_s = 60 * a.minutes
+    last = {"success_rate": 0.0}
+    while train_s < budget_s and runner.env_steps < a.max_env_steps:
+        t = time.time()
+        runner, metrics = trainer.train_stage(runner, cfg, jax.random.fold_in(key, stage))
+        jax.block_until_ready(runner)
+        dt = time.time() - t
+        train_s += dt
+        check_finite(metrics, where=f"stage {stage}")
+        stage += 1
+        last = summarize(metrics)
+        print(f"stage {stage}: {dt:.1f}s, {hp.num_updates * hp.steps_per_update / dt:,.0f} "
+              f"steps/s, train success {last['success_rate']:.3f}, ep len "
+              f"{last['mean_ep_len']:.1f}, entropy {last['entropy']:.3f}, causes " +
+              " ".join(f"{c[6:]} {last[c]:.2f}" for c in last if c.startswith("cause_")),
+              flush=True)
+        if stage % a.eval_every == 0:
+            evaluate(last["success_rate"])
+    if not curve or curve[-1]["stage"] != stage:
+        evaluate(last["success_rate"])
+    final = validate(runner.params, net, jax.random.PRNGKey(1), cap=eval_cap)
+    total_s = time.time() - t_start
+    checkpoint.save(a.out / "ckpt", runner, step=int(runner.stage))
+    restored = checkpoint.restore(a.out / "ckpt", trainer.init(key))
+    same = jax.tree.all(jax.tree.map(lambda x, y: bool(np.array_equal(x, y)), restored, runner))
+    again = validate(restored.params, net, jax.random.PRNGKey(1), cap=eval_cap)
+    print(f"checkpoint round trip equal: {same}; held-out valid of the restored params "
+          f"{again.table.overall.valid:.2f} vs {final.table.overall.valid:.2f}", flush=True)
+
+    title = (f"PPO ({a.critic}, hidden {a.hidden}) on the fixed config, 2-agent training; "
+             f"{int(runner.env_steps):,} env steps, {train_s:.0f}s training")
+    plot(curve, a.out / "learning_curve.png", title)
+    rows = ["| model | 3 agents | 4 agents | 5 agents |", "|---|---|---|---|"]
+    for name, cells in PAPER.items():
+        rows.append(f"| {name} (paper) | " + " | ".join(f"{v:.2f} / {o:.2f}" for v, o in cells)
+                    + " |")
+    ours = held_out_row(final.table)
+    rows.append(f"| **ours: PPO {a.critic}, fixed config, {int(runner.env_steps) / 1e6:.1f}M "
+                f"steps, {train_s / 60:.1f} min** | " + " | ".join(
+                    f"{ours[k]['valid']:.2f} / {ours[k]['optimal']:.2f}" for k in "345") + " |")
+    samples = failure_samples(final.result, k=3, seed=a.seed)
+    cmd = " ".join(sys.argv[1:] if argv is None else argv)
+    report = "\n".join([
+        f"# Learning curve: {title}", "",
+        f"Command: python benchmarks/learning_curve.py {cmd}",
+        f"Total wall time {total_s:.0f}s (training {train_s:.0f}s, the rest compile + "
+        f"evaluation); {stage} stages.", "",
+        "valid % / optimal % (optimal by makespan), mean over map sizes:", "", *rows, "",
+        format_markdown(final.table, "Held-out table (greedy policy)"), "",
+        "## Sample failures", "", *[f"```\n{s.text}\n```" for s in samples]])
+    (a.out / "report.md").write_text(report)
+    log = {"args": {k: str(v) for k, v in vars(a).items()}, "hparams": hp.__dict__,
+           "curve": curve, "final": final.table.to_dict(), "train_s": train_s,
+           "total_s": total_s, "env_steps": int(runner.env_steps)}
+    (a.out / "learning_curve.json").write_text(json.dumps(log, indent=1))
+    print("\n".join(rows))
+    print(f"wrote {a.out}/report.md, learning_curve.png, learning_curve.json; total {total_s:.0f}s")
+    return log
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=3)
+    main()

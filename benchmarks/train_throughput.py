@@ -1,0 +1,135 @@
+"""Env-steps per second of a whole PPO training stage against env-only stepping, one run.
+
+Both sides run B environments of the same capacity and config in one jitted `lax.scan`:
+
+- env only: gymnax `step` with auto-reset from a pre-generated level pool (`LevelPoolEnv`),
+  uniformly random joint actions, as many steps as the stage;
+- training: `Trainer.train_stage`, everything included: stage pool generation (the
+  generator with exact two-agent wait labels), network forward passes, sampling, GAE, PPO
+  epochs, optimiser.
+
+The two are timed alternately (`--repeats` rounds, best of each) because the CPU is shared;
+the ratio uses the best times. Process CPU time is reported too (less sensitive to other
+load). Also printed: the stage's pool generation alone, and the ratio without it.
+
+    python benchmarks/train_throughput.py --envs 1024 --json runs/train_throughput.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from jaxenv.mapf import Capacity, LevelPoolEnv, MAPFFrozenLake, make_pool  # noqa: E402
+from policy.network import ActorCritic  # noqa: E402
+from policy.pools import stage_pool  # noqa: E402
+from policy.ppo import Hparams, make_train  # noqa: E402
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--envs", type=int, default=1024)
+    p.add_argument("--agents", type=int, default=2, help="capacity max_agents (config: 2)")
+    p.add_argument("--steps", type=int, default=32, help="rollout length per update")
+    p.add_argument("--updates", type=int, default=25, help="updates per stage")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--minibatches", type=int, default=4)
+    p.add_argument("--pool-size", type=int, default=1024)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--critic", choices=("ippo", "mappo"), default="ippo")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--json", type=Path, default=None)
+    return p.parse_args(argv)
+
+
+def timed(fn, *args) -> tuple[float, float]:
+    t, c = time.perf_counter(), time.process_time()
+    jax.block_until_ready(fn(*args))
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def main(argv: list[str] | None = None) -> dict:
+    a = parse(argv)
+    cap = Capacity(max_agents=a.agents)
+    env = MAPFFrozenLake(cap)
+    cfg = env.config_space.to_config()  # 2 agents, sizes 3-10, holes 0.2, wait 0.3
+    hp = Hparams(num_envs=a.envs, num_steps=a.steps, num_updates=a.updates,
+                 update_epochs=a.epochs, num_minibatches=a.minibatches, pool_size=a.pool_size)
+    n_steps = hp.num_updates * hp.steps_per_update
+    b = a.envs
+
+    # Env only: the same number of steps as a stage, random actions, pool resets.
+    penv = LevelPoolEnv(cap)
+    pool = jax.jit(lambda k: make_pool(k, cfg, cap, a.pool_size))(jax.random.PRNGKey(0))
+    params = jax.tree.map(lambda x: jnp.broadcast_to(x, (b, *x.shape)), pool)
+    _, state0 = jax.jit(jax.vmap(penv.reset))(jax.random.split(jax.random.PRNGKey(1), b),
+                                               params)
+
+    @jax.jit
+    def env_only(state, key):
+        def step(st, k):
+            ka, ks = jax.random.split(k)
+            act = jax.random.randint(ka, (b, cap.max_agents), 0, env.num_actions)
+            _, st, r, term, trunc, _ = jax.vmap(penv.step)(jax.random.split(ks, b), st, act,
+                                                           params)
+            return st, r.sum() + term.sum()
+        return jax.lax.scan(step, state, jax.random.split(key, n_steps // b))
+
+    trainer = make_train(env, ActorCritic(hidden=a.hidden, critic=a.critic), hp)
+    runner = trainer.init(jax.random.PRNGKey(2))
+    gen = jax.jit(lambda k: stage_pool(k, jax.tree.map(lambda x: x[None], cfg), cap,
+                                       a.pool_size))
+
+    t0 = time.perf_counter()
+    jax.block_until_ready(env_only(state0, jax.random.PRNGKey(3)))
+    jax.block_until_ready(trainer.train_stage(runner, cfg, jax.random.PRNGKey(4)))
+    jax.block_until_ready(gen(jax.random.PRNGKey(5)))
+    compile_s = time.perf_counter() - t0
+
+    env_t, train_t, gen_t = [], [], []
+    for i in range(a.repeats):
+        env_t.append(timed(env_only, state0, jax.random.PRNGKey(10 + i)))
+        train_t.append(timed(trainer.train_stage, runner, cfg, jax.random.PRNGKey(20 + i)))
+        gen_t.append(timed(gen, jax.random.PRNGKey(30 + i)))
+    best = lambda ts, j: min(t[j] for t in ts)  # noqa: E731
+    env_w, env_c = best(env_t, 0), best(env_t, 1)
+    tr_w, tr_c = best(train_t, 0), best(train_t, 1)
+    gen_w = best(gen_t, 0)
+    out = {
+        "envs": b, "capacity": cap.__dict__, "hparams": hp.__dict__, "hidden": a.hidden,
+        "critic": a.critic, "steps_per_stage": n_steps, "repeats": a.repeats,
+        "compile_s": compile_s,
+        "env_only_steps_per_s": n_steps / env_w,
+        "train_steps_per_s": n_steps / tr_w,
+        "ratio": env_w / tr_w,
+        "ratio_cpu_time": env_c / tr_c,
+        "pool_gen_s": gen_w, "stage_s": tr_w,
+        "ratio_without_pool_gen": env_w / max(tr_w - gen_w, 1e-9),
+        "all_times_wall_cpu": {"env": env_t, "train": train_t, "pool_gen": gen_t},
+    }
+    print(f"B={b}, capacity {cap.max_size}x{cap.max_size}/{cap.max_agents} agents, "
+          f"{n_steps:,} env steps per stage ({hp.num_updates} updates x {hp.num_steps} steps), "
+          f"{hp.update_epochs} epochs x {hp.num_minibatches} minibatches, hidden {a.hidden}")
+    print(f"env only : {out['env_only_steps_per_s']:>12,.0f} env-steps/s")
+    print(f"training : {out['train_steps_per_s']:>12,.0f} env-steps/s (stage {tr_w:.2f}s, of "
+          f"which pool generation of {a.pool_size} levels {gen_w:.2f}s)")
+    print(f"ratio    : {out['ratio']:.3f} (wall), {out['ratio_cpu_time']:.3f} (CPU time), "
+          f"{out['ratio_without_pool_gen']:.3f} (wall, pool generation excluded); goal >= 0.3")
+    if a.json:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()
