@@ -102,7 +102,7 @@ def bench_mapf(case: Case, batch: int, repeats: int, rules_only: bool) -> dict:
             act = jax.random.randint(ka, (batch, case.agents), 0, env.num_actions)
             keys = jax.random.split(ks, batch)
             if rules_only:
-                _, state, r, _, _ = jax.vmap(env._transition)(keys, state, act, cfgs)
+                state, r, _, _ = jax.vmap(env.transition)(keys, state, act, cfgs)
                 return (state, acc + r.sum()), None
             obs, state, r, _, _, _ = jax.vmap(env.step, (0, 0, 0, axes))(
                 keys, state, act, pool_params)

@@ -7,7 +7,6 @@ same flags as the pair path on random joint moves, including off-grid targets.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from hypothesis import given, settings

@@ -77,7 +77,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         """
         params = self.default_params if params is None else params
         key_step, key_reset = jax.random.split(key)
-        _, state_st, reward, terminated, info = self._transition(
+        state_st, reward, terminated, info = self.transition(
             key_step, state, action, self.rule_config(params))
         truncated = self.is_truncated(state_st, params)
         done = terminated | truncated
@@ -145,10 +145,12 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
     def step_env(self, key: jax.Array, state: MAPFState, action: jax.Array,
                  params: MAPFConfig) -> tuple[MAPFObs, MAPFState, jax.Array, jax.Array, dict]:
         """One joint move under docs/rules.md (no auto-reset); reward is per agent [A]."""
-        _, state, reward, terminated, info = self._transition(key, state, action, params)
+        state, reward, terminated, info = self.transition(key, state, action, params)
         return self.get_obs(state), state, reward, terminated, info
 
-    def _transition(self, key, state: MAPFState, action, params: MAPFConfig):
+    def transition(self, key: jax.Array, state: MAPFState, action: jax.Array,
+                   params: MAPFConfig) -> tuple[MAPFState, jax.Array, jax.Array, dict]:
+        """The rules alone (no observation, no auto-reset): state, reward [A], terminated, info."""
         lv = state.level
         active = lv.agent_mask()
         movable = active & ~state.frozen
@@ -183,7 +185,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         terminated = success | failed
         cause = jnp.where(failed, 1 + jnp.argmax(counts > 0), 0)
         info = {"success": success, "failed": failed, "cause": cause.astype(jnp.int32)}
-        return None, state, reward, terminated, info
+        return state, reward, terminated, info
 
     def is_truncated(self, state: MAPFState, params: MAPFConfig) -> jax.Array:
         return (state.time >= state.step_limit) & ~state.success & ~state.failed
