@@ -13,6 +13,9 @@ the ratio uses the best times. Process CPU time is reported too (less sensitive 
 load). Also printed: the stage's pool generation alone, and the ratio without it.
 
     python benchmarks/train_throughput.py --envs 1024 --json runs/train_throughput.json
+
+Defaults are those of `benchmarks/learning_curve.py` (hidden 32, 1 epoch, 512 levels and 25
+updates per stage): the trainer whose learning curve is reported.
 """
 
 from __future__ import annotations
@@ -42,10 +45,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--agents", type=int, default=2, help="capacity max_agents (config: 2)")
     p.add_argument("--steps", type=int, default=32, help="rollout length per update")
     p.add_argument("--updates", type=int, default=25, help="updates per stage")
-    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--minibatches", type=int, default=4)
-    p.add_argument("--pool-size", type=int, default=1024)
-    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--pool-size", type=int, default=512)
+    p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--critic", choices=("ippo", "mappo"), default="ippo")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", type=Path, default=None)

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
 
 
@@ -50,4 +52,7 @@ def restore(directory: str | Path, like: Any, step: int | None = None) -> Any:
         raise FileNotFoundError(f"no checkpoint in {directory}")
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
     with _manager(directory, None) as mgr:
-        return mgr.restore(step, args=ocp.args.StandardRestore(abstract))
+        restored = mgr.restore(step, args=ocp.args.StandardRestore(abstract))
+    # Orbax returns arrays committed to a device; a jitted stage keys its cache on that, so
+    # hand back uncommitted arrays like a fresh `init`'s (no recompilation on resume).
+    return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)), restored)

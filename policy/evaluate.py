@@ -28,7 +28,7 @@ from flax import struct
 
 from jaxenv.mapf.config import MAPFConfig
 from jaxenv.mapf.env import CAUSES, MAPFFrozenLake, MAPFState
-from jaxenv.mapf.generator import generate
+from jaxenv.mapf.generator import generate_many
 from jaxenv.mapf.level import Level
 from jaxenv.mapf.rules import DELTAS
 from policy.network import ActorCritic, agent_input
@@ -120,7 +120,7 @@ class Evaluator:
         k_gen, k_run = jax.random.split(key)
         keys = jax.random.split(k_gen, c * n)
         per = jax.tree.map(lambda x: jnp.repeat(x, n, axis=0), cfgs)
-        levels = jax.vmap(generate, in_axes=(0, 0, None))(keys, per, self.env.cap)
+        levels = generate_many(keys, per, self.env.cap)
         return self._rollout(params, levels, per, k_run, mode)
 
     def _run_levels(self, params, levels: Level, key: jax.Array, *, mode: Mode):

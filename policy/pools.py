@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxenv.mapf.config import Capacity, MAPFConfig
-from jaxenv.mapf.generator import generate
+from jaxenv.mapf.generator import generate_many
 from jaxenv.mapf.level import Level
 
 
@@ -39,7 +39,7 @@ def stage_pool(key: jax.Array, cfgs: MAPFConfig, cap: Capacity, pool_size: int, 
     idx = shard * local + jnp.arange(local)
     keys = jax.random.split(key, pool_size)[idx]
     cfg_l = jax.tree.map(lambda x: x[idx // per_cfg], cfgs)
-    levels = jax.vmap(generate, in_axes=(0, 0, None))(keys, cfg_l, cap)
+    levels = generate_many(keys, cfg_l, cap)
     if axis is not None:
         levels = jax.tree.map(lambda x: jax.lax.all_gather(x, axis, tiled=True), levels)
     return levels

@@ -34,6 +34,7 @@ import chex
 import distrax
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -286,8 +287,6 @@ def make_train(env: MAPFFrozenLake, network: ActorCritic, hparams: Hparams) -> T
 
 def summarize(metrics: dict[str, Any]) -> dict[str, float]:
     """Plain floats for logging: last-update losses and the stage's episode outcomes."""
-    import numpy as np
-
     m = {k: np.asarray(v) for k, v in metrics.items()}
     eps = max(int(m["episodes"].sum()), 1)
     causes = m["causes"].reshape(-1, len(CAUSES)).sum(0)
