@@ -203,12 +203,10 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         lv, r = state.level, self.cap.view_radius
         s, v = self.cap.max_size, 2 * r + 1
         active = lv.agent_mask()
-        on = active.astype(jnp.uint8)
-        obstacle = (~in_grid_mask(lv.size, s) | lv.holes).astype(jnp.uint8)
-        agents = jnp.zeros((s, s), jnp.uint8).at[state.pos[:, 0], state.pos[:, 1]].max(on)
-        goals = jnp.zeros((s, s), jnp.uint8).at[lv.goals[:, 0], lv.goals[:, 1]].max(on)
-        planes = jnp.stack([jnp.pad(obstacle, r, constant_values=1), jnp.pad(agents, r),
-                            jnp.pad(goals, r)], -1)
+        grid = self._planes(state)
+        # Outside the padded map is obstacle; no agents or goals there.
+        planes = jnp.pad(grid, ((r, r), (r, r), (0, 0))).at[..., 0].set(
+            jnp.pad(grid[..., 0], r, constant_values=1))
         offs = jnp.arange(v) - r
         centre = ((offs[:, None] == 0) & (offs[None, :] == 0))[..., None]
 
@@ -224,16 +222,21 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         return MAPFObs(view=views.astype(jnp.uint8), goal_vec=goal_vec.astype(jnp.float32),
                        agent_mask=active, at_goal=state.frozen & active)
 
+    def _planes(self, state: MAPFState) -> jax.Array:
+        """[S, S, 3] uint8 map of (obstacle or outside the grid, active agents, their goals)."""
+        lv, s = state.level, self.cap.max_size
+        on = lv.agent_mask().astype(jnp.uint8)
+        obstacle = (~in_grid_mask(lv.size, s) | lv.holes).astype(jnp.uint8)
+        agents = jnp.zeros((s, s), jnp.uint8).at[state.pos[:, 0], state.pos[:, 1]].max(on)
+        goals = jnp.zeros((s, s), jnp.uint8).at[lv.goals[:, 0], lv.goals[:, 1]].max(on)
+        return jnp.stack([obstacle, agents, goals], -1)
+
     def global_state(self, state: MAPFState) -> jax.Array:
         """[S, S, 4] uint8 map for a centralised critic, channels GLOBAL_CHANNELS."""
         lv, s = state.level, self.cap.max_size
-        active = lv.agent_mask()
-        obstacle = ~in_grid_mask(lv.size, s) | lv.holes
-        z = jnp.zeros((s, s), jnp.int32)
-        agents = z.at[state.pos[:, 0], state.pos[:, 1]].add(active)
-        goals = z.at[lv.goals[:, 0], lv.goals[:, 1]].add(active)
-        done = z.at[state.pos[:, 0], state.pos[:, 1]].add(active & state.frozen)
-        return jnp.stack([obstacle, agents, goals, done], -1).astype(jnp.uint8)
+        on = (lv.agent_mask() & state.frozen).astype(jnp.uint8)
+        done = jnp.zeros((s, s), jnp.uint8).at[state.pos[:, 0], state.pos[:, 1]].max(on)
+        return jnp.concatenate([self._planes(state), done[..., None]], -1)
 
     def sample_actions(self, key: jax.Array) -> jax.Array:
         """Uniformly random joint action [A]."""
