@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from jaxenv.mapf import Capacity, MAPFFrozenLake  # noqa: E402
-from jaxenv.mapf.report import format_markdown  # noqa: E402
+from jaxenv.mapf.benchmark.report import format_markdown  # noqa: E402
 from policy import checkpoint  # noqa: E402
 from policy.evaluate import failure_samples  # noqa: E402
 from policy.guard import check_finite  # noqa: E402

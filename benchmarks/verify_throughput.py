@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from jaxenv.mapf.heldout import load_heldout  # noqa: E402
-from jaxenv.mapf.plan import plan_arrays, verify_batch  # noqa: E402
-from jaxenv.mapf.reference import ref_check_plan  # noqa: E402
+from jaxenv.mapf.benchmark.heldout import load_heldout  # noqa: E402
+from jaxenv.mapf.plans import plan_arrays, verify_batch  # noqa: E402
+from jaxenv.mapf.solvers.reference import ref_check_plan  # noqa: E402
 
 CORRUPTIONS = ("none", "jump", "teleport", "drop_agent", "delay", "truncate", "exchange")
 

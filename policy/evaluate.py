@@ -3,7 +3,7 @@
 `evaluate(params, levels_or_cfgs, key, env=..., network=...)` takes either a batched `Level`
 (e.g. the 3,150 held-out levels) or a batched `MAPFConfig` (then `n_per_config` fresh levels
 are generated from each config inside the same jit) and returns an `EvalResult` with, per
-instance: valid, optimal (by makespan, the default of `jaxenv.mapf.plan.verify_plan`, or by
+instance: valid, optimal (by makespan, the default of `jaxenv.mapf.plans.verify_plan`, or by
 sum of costs), ISR (share of agents on their goal at the end), makespan, sum of costs, the
 failure cause (an index into `jaxenv.mapf.env.CAUSES`), and the compact trajectory (positions
 and actions over time, int8) that `failure_samples` renders as text for a reader.

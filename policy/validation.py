@@ -1,9 +1,9 @@
 """Validation on the frozen held-out set: one jitted evaluation, then the paper's table.
 
 `validate(params, network, key, cap=...)` loads the 3,150 held-out levels
-(`jaxenv.mapf.heldout.load_heldout`), evaluates the policy on all of them in one call
+(`jaxenv.mapf.benchmark.heldout.load_heldout`), evaluates the policy on all of them in one call
 (`policy.evaluate`), and aggregates valid % / optimal % by agents x size x wait-ratio subset
-with `jaxenv.mapf.report.make_table`. The failure breakdown per size maps each episode's
+with `jaxenv.mapf.benchmark.report.make_table`. The failure breakdown per size maps each episode's
 ending to the whole-plan check it breaks (`cause_checks`).
 """
 
@@ -22,15 +22,15 @@ from jaxenv.mapf.level import Level
 from policy.evaluate import Cost, EvalResult, Evaluator, Mode
 from policy.network import ActorCritic
 
-# Episode ending -> the whole-plan check (jaxenv.mapf.plan.CHECKS) it fails. Every failed
+# Episode ending -> the whole-plan check (jaxenv.mapf.plans.CHECKS) it fails. Every failed
 # episode also misses goals_reached (a violation ends the episode before the goals).
 _CAUSE_CHECK = {"vertex": "conflict_free", "edge": "conflict_free", "hole": "no_hole",
                 "oob": "in_bounds", "timeout": "goals_reached"}
 
 
 def cause_checks(cause: np.ndarray) -> np.ndarray:
-    """[N] CAUSES indices -> [N, 8] bool pass/fail per `jaxenv.mapf.plan.CHECKS`."""
-    from jaxenv.mapf.plan import CHECKS
+    """[N] CAUSES indices -> [N, 8] bool pass/fail per `jaxenv.mapf.plans.CHECKS`."""
+    from jaxenv.mapf.plans import CHECKS
 
     cause = np.asarray(cause)
     checks = np.ones((cause.size, len(CHECKS)), bool)
@@ -44,7 +44,7 @@ def cause_checks(cause: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Validation:
-    table: Any  # jaxenv.mapf.report.Table
+    table: Any  # jaxenv.mapf.benchmark.report.Table
     result: EvalResult  # per instance (numpy)
     meta: dict  # load_heldout's metadata
 
@@ -52,7 +52,7 @@ class Validation:
 @cache
 def heldout(max_size: int = 10, max_agents: int = 5) -> tuple[Level, dict]:
     """The held-out levels and metadata (loaded once per process)."""
-    from jaxenv.mapf.heldout import load_heldout
+    from jaxenv.mapf.benchmark.heldout import load_heldout
 
     return load_heldout(max_size=max_size, max_agents=max_agents)
 
@@ -68,7 +68,7 @@ def validate(params, network: ActorCritic, key: jax.Array, *, cap: Capacity | No
     (10 x 10, 5 agents). The policy's view radius (and, for MAPPO, max_size) must match
     the capacity it was trained with.
     """
-    from jaxenv.mapf.report import make_table
+    from jaxenv.mapf.benchmark.report import make_table
 
     cap = cap or Capacity(max_size=10, max_agents=5)
     k = (cap, network, cost, record)

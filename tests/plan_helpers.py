@@ -11,7 +11,7 @@ from collections import deque
 import numpy as np
 
 from jaxenv.mapf.level import make_level
-from jaxenv.mapf.reference import ref_check_plan
+from jaxenv.mapf.solvers.reference import ref_check_plan
 
 Cell = tuple[int, int]
 STEPS = ((0, 0), (-1, 0), (1, 0), (0, -1), (0, 1))
@@ -135,7 +135,7 @@ def mutate(rng: np.random.Generator, paths: list[list[Cell]], n: int, fault: str
 
 def to_arrays(paths, rows: int, horizon: int):
     """List-form plan -> (cells [rows, T, 2], len [rows]); agents >= rows - 1 fold into the
-    last row (same convention as jaxenv.mapf.plan.plan_arrays, written independently)."""
+    last row (same convention as jaxenv.mapf.plans.plan_arrays, written independently)."""
     cells = np.zeros((rows, horizon, 2), np.int32)
     length = np.zeros(rows, np.int32)
     for i, path in enumerate(paths):

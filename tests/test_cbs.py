@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from jaxenv.mapf import cbs
-from jaxenv.mapf.cbs import Solution, SolverBudgetExceeded, single_agent_distances, solve
+from jaxenv.mapf.solvers import cbs
+from jaxenv.mapf.solvers.cbs import Solution, SolverBudgetExceeded, single_agent_distances, solve
 
 Cell = tuple[int, int]
 STEPS = ((0, 0), (-1, 0), (1, 0), (0, -1), (0, 1))

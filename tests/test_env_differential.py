@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from jaxenv.mapf import Capacity, MAPFFrozenLake, MAPFState, make_level
-from jaxenv.mapf.reference import ref_step
 from jaxenv.mapf.rules import slip_noise
+from jaxenv.mapf.solvers.reference import ref_step
 
 CAP = Capacity(max_size=7, max_agents=6, view_radius=2, max_steps=50, label_waits=False)
 ENV = MAPFFrozenLake(CAP)

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import deque
-from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 
-from jaxenv.mapf import heldout
-from jaxenv.mapf.plan import verify_batch
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("make_benchmark",
-                                                  ROOT / "scripts" / "make_benchmark.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_benchmark"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+from jaxenv.mapf.benchmark import build, heldout
+from jaxenv.mapf.plans import verify_batch
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +25,7 @@ def test_file_checksums(raw):
 
 
 def test_structure_and_quotas(raw):
-    mb = _script()
+    mb = build
     assert len(raw["size"]) == heldout.N_INSTANCES == 3150
     assert int(raw["seed"]) == mb.SEED and int(raw["version"]) == mb.VERSION
     assert tuple(raw["subsets"].tolist()) == heldout.SUBSETS
@@ -126,7 +112,7 @@ def test_loader_filters_and_capacity():
 def test_regenerates_small_blocks_byte_for_byte(raw):
     """Instances, costs, labels and block stats byte for byte; the plan witnesses valid and
     SoC-optimal (byte-equal too unless the solver changed which optimal plan it returns)."""
-    mb = _script()
+    mb = build
     blocks = [(3, 3), (3, 4), (4, 4)]
     arrays, _ = mb.build(agents=[3, 4], sizes=[3, 4])
     k, n = raw["n_agents"].astype(int), raw["size"].astype(int)

@@ -1,5 +1,5 @@
 """Plan parser and jitted verifier: hand cases, planted faults, and a differential test
-against the plain-Python reference (jaxenv.mapf.reference.ref_check_plan)."""
+against the plain-Python reference (jaxenv.mapf.solvers.reference.ref_check_plan)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,8 @@ from plan_helpers import (
     to_arrays,
 )
 
-from jaxenv.mapf import reference
 from jaxenv.mapf.level import Level
-from jaxenv.mapf.plan import (
+from jaxenv.mapf.plans import (
     CHECKS,
     accuracy_reward,
     format_plan,
@@ -35,6 +34,7 @@ from jaxenv.mapf.plan import (
     verify_plan,
     verify_text,
 )
+from jaxenv.mapf.solvers import reference
 
 MAX_SIZE, MAX_AGENTS = 8, 5
 ROWS = MAX_AGENTS + 1

@@ -1,5 +1,5 @@
 """Evaluation: scripted policies on hand-made levels, and a differential check of every
-per-instance outcome against the whole-plan verifier (`jaxenv.mapf.plan.verify_plan`)."""
+per-instance outcome against the whole-plan verifier (`jaxenv.mapf.plans.verify_plan`)."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def test_timeout_and_oob(env, evaluator):
 
 
 def test_outcomes_agree_with_the_plan_verifier(env):
-    from jaxenv.mapf.plan import verify_plan
+    from jaxenv.mapf.plans import verify_plan
 
     cs = env.config_space
     vals = cs.default()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxenv.mapf.reference import (
+from jaxenv.mapf.solvers.reference import (
     ref_accuracy_reward,
     ref_check_plan,
     ref_initial_frozen,

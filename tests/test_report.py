@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxenv.mapf.plan import CHECKS
-from jaxenv.mapf.report import format_markdown, format_text, make_table
+from jaxenv.mapf.benchmark.report import format_markdown, format_text, make_table
+from jaxenv.mapf.plans import CHECKS
 
 
 def test_hand_table():

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from plan_helpers import FAULTS, mutate, random_instance, ref, stack_levels, to_arrays
 
-from jaxenv.mapf.cbs import SolverBudgetExceeded, solve
 from jaxenv.mapf.joint import solve_pair
-from jaxenv.mapf.plan import CHECKS, plan_arrays, verify_batch, verify_plan
+from jaxenv.mapf.plans import CHECKS, plan_arrays, verify_batch, verify_plan
+from jaxenv.mapf.solvers.cbs import SolverBudgetExceeded, solve
 
 MAX_SIZE, MAX_AGENTS = 6, 5
 verify_jit = jax.jit(verify_plan, static_argnames=("cost",))

@@ -1,12 +1,13 @@
 """MAPF-FrozenLake: multi-agent path finding on a frozen lake, in pure JAX."""
 
+from jaxenv.mapf.benchmark.heldout import load_heldout
+from jaxenv.mapf.benchmark.report import format_markdown, make_table
 from jaxenv.mapf.config import CONFLICT_MODES, MIN_SIZE, Capacity, MAPFConfig, make_config_space
 from jaxenv.mapf.env import CAUSES, MAPFFrozenLake, MAPFObs, MAPFState, step_limit
 from jaxenv.mapf.generator import generate, generate_batch
-from jaxenv.mapf.heldout import load_heldout
 from jaxenv.mapf.joint import PairSolution, solve_pair
 from jaxenv.mapf.level import UNKNOWN, Level, make_level
-from jaxenv.mapf.plan import (
+from jaxenv.mapf.plans import (
     ParseReport,
     Plan,
     Verdict,
@@ -17,7 +18,6 @@ from jaxenv.mapf.plan import (
 )
 from jaxenv.mapf.pool import LevelPoolEnv, PoolParams, make_pool
 from jaxenv.mapf.render import render_text
-from jaxenv.mapf.report import format_markdown, make_table
 
 __all__ = [
     "CAUSES", "CONFLICT_MODES", "MIN_SIZE", "UNKNOWN", "Capacity", "Level", "LevelPoolEnv",

@@ -17,6 +17,13 @@ DELTAS = jnp.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]], jnp.int32)
 # Perpendicular slips: [action, side] -> action (side True: left for vertical, up for horizontal).
 _SLIP = jnp.array([[STAY, STAY], [RIGHT, LEFT], [RIGHT, LEFT], [DOWN, UP], [DOWN, UP]], jnp.int32)
 
+# Rule violations, in the order `Violations.counts` reports them and a failed episode names its
+# cause (the first one found); the one definition of that order.
+VIOLATIONS = ("vertex", "edge", "hole", "oob")
+# How an episode ends: index 0 success (or still running), then each violation, then the limit.
+CAUSES = ("none", *VIOLATIONS, "timeout")
+TIMEOUT = CAUSES.index("timeout")
+
 
 @struct.dataclass
 class Violations:
@@ -32,8 +39,8 @@ class Violations:
         return self.oob | self.hole | self.vertex | self.edge
 
     def counts(self) -> jax.Array:
-        """[4] int32: agents with each violation, order (vertex, edge, hole, oob)."""
-        return jnp.stack([self.vertex.sum(), self.edge.sum(), self.hole.sum(), self.oob.sum()])
+        """[4] int32: agents with each violation, in `VIOLATIONS` order."""
+        return jnp.stack([getattr(self, name).sum() for name in VIOLATIONS])
 
 
 def slip_noise(key: jax.Array, max_agents: int) -> tuple[jax.Array, jax.Array]:

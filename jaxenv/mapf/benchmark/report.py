@@ -5,7 +5,7 @@
 - valid % and optimal % per agent count × map size, and their **mean over sizes** (the
   unweighted mean of the per-size percentages, as the paper reports "mean over map sizes");
 - valid % and optimal % per agent count × wait-ratio subset (pooled over sizes), and overall;
-- optionally (``checks`` [N, 8], order ``jaxenv.mapf.plan.CHECKS``) the number of instances
+- optionally (``checks`` [N, 8], order ``jaxenv.mapf.plans.CHECKS``) the number of instances
   failing each check per agent count × size: the failure breakdown the engineer reads.
 
 ``format_markdown(table)`` / ``format_text(table)`` print it; ``Table.to_dict()`` logs it.
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from jaxenv.mapf.plan import CHECKS
+from jaxenv.mapf.plans import CHECKS
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ def load_heldout(max_size: int = 10, max_agents: int = 5, agents=None, sizes=Non
     (index into KINDS), ``opt_soc``, ``opt_makespan``, and the stored SoC-optimal plan as
     ``plan_cells [B, max_agents, T, 2] int32`` (rows padded by their last cell) and
     ``plan_len [B, max_agents] int32`` (0 for absent agents): ready for
-    ``jaxenv.mapf.plan.verify_batch``.
+    ``jaxenv.mapf.plans.verify_batch``.
     """
     raw = load_arrays(path)
     k_all = raw["n_agents"].astype(np.int64)

@@ -1,0 +1,24 @@
+"""Whole plans: the format an LLM writes (docs/plan_format.md), its parser and the verifier."""
+
+from jaxenv.mapf.plans.parse import (
+    ParseReport,
+    Plan,
+    format_plan,
+    parse_plan,
+    plan_arrays,
+    stack_plans,
+)
+from jaxenv.mapf.plans.verify import (
+    CHECKS,
+    COSTS,
+    Verdict,
+    accuracy_reward,
+    verify_batch,
+    verify_one,
+    verify_plan,
+    verify_text,
+)
+
+__all__ = ["CHECKS", "COSTS", "ParseReport", "Plan", "Verdict", "accuracy_reward",
+           "format_plan", "parse_plan", "plan_arrays", "stack_plans", "verify_batch",
+           "verify_one", "verify_plan", "verify_text"]
