@@ -7,7 +7,7 @@ POGEMA 1.4 (random actions, its own venv, in a subprocess) and gymnax CartPole-v
 
 Each figure is the median of `--repeats` timed runs after a compile-and-warm-up run. Every
 environment in the batch carries its own config (slip probabilities differ per env), levels
-come from a pool drawn from the case's config (`LevelPoolEnv`), observations are reduced
+come from a pool drawn from the case's config (`PoolReset`), observations are reduced
 into the scan carry so XLA cannot drop them, and actions are uniformly random. The
 "rules only" column times the transition without building observations, to show where the
 time goes. POGEMA runs with the same grid size, obstacle density, agent count and view
@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,8 +28,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from jaxenv.mapf import Capacity, LevelPoolEnv, make_pool  # noqa: E402
+from jaxenv.batching import broadcast
+from jaxenv.levels import PoolParams, make_pool
+from jaxenv.mapf import Capacity, MAPFFrozenLake
+from jaxenv.wrappers import PoolReset
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ QUICK = (Case("paper 10x10, 2 agents", 10, 2, 0.3, 3, (1, 256)),
 def _case_env(case: Case, pool_size: int = 64):
     cap = Capacity(max_size=case.size, max_agents=case.agents, view_radius=case.view_radius,
                    max_steps=256, label_waits=case.size <= 10)
-    env = LevelPoolEnv(cap)
+    env = PoolReset(MAPFFrozenLake(cap))
     space = env.config_space
     v = space.default()
     n_sizes = len(v["size_weights"])
@@ -64,7 +65,7 @@ def _case_env(case: Case, pool_size: int = 64):
     v["hole_ratio"] = [case.density] * n_sizes
     v["agent_weights"] = [0.0] * (case.agents - 1) + [1.0]
     v["conflict_mode"] = case.mode
-    params = make_pool(jax.random.key(0), space.to_config(v), cap, pool_size)
+    params = make_pool(env, jax.random.key(0), space.to_config(v), pool_size)
     return env, params
 
 
@@ -88,10 +89,10 @@ def bench_mapf(case: Case, batch: int, repeats: int, rules_only: bool) -> dict:
     steps = _steps_for(batch, case.agents)
     # Each env its own config: slip probabilities spread over [0, 0.2].
     slip = jnp.linspace(0.0, 0.2, batch)
-    cfgs = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch, *x.shape)), params.cfg)
-    cfgs = cfgs.replace(slip_prob=slip)
-    pool_params = params.replace(cfg=cfgs)
-    axes = params.replace(cfg=0, pool=None)
+    cfgs = broadcast(params.cfg, batch).replace(slip_prob=slip)
+    pool_params = params.replace(cfg=cfgs, lo=broadcast(params.lo, batch),
+                                 count=broadcast(params.count, batch))
+    axes = PoolParams.in_axes()
 
     def run(key):
         obs, state = jax.vmap(env.reset, (0, axes))(jax.random.split(key, batch), pool_params)

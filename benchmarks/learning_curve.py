@@ -25,18 +25,16 @@ from pathlib import Path
 import jax
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from jaxenv.mapf import Capacity, MAPFFrozenLake  # noqa: E402
-from jaxenv.mapf.benchmark.report import format_markdown  # noqa: E402
-from policy import checkpoint  # noqa: E402
-from policy.evaluate import failure_samples  # noqa: E402
-from policy.guard import check_finite  # noqa: E402
-from policy.network import ActorCritic  # noqa: E402
-from policy.ppo import Hparams, make_train, summarize  # noqa: E402
-from policy.validation import validate  # noqa: E402
+from designer.engineers import FixedEngineer
+from designer.loop import Budget, StageRecord, run_loop
+from jaxenv.mapf import Capacity, MAPFFrozenLake
+from jaxenv.mapf.benchmark.failures import failure_samples
+from jaxenv.mapf.benchmark.report import format_markdown
+from jaxenv.mapf.benchmark.validator import load_validator
+from policy import checkpoint
+from policy.network import ActorCritic
+from policy.ppo import Hparams, make_train
+from policy.validation import validate
 
 PAPER = {  # valid % / optimal %, mean over map sizes, for 3 / 4 / 5 agents
     "Qwen3-4B + GRPO, fixed random config": [(40.42, 26.08), (26.67, 16.10), (15.11, 9.11)],
@@ -61,7 +59,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--shaping", type=float, default=0.0)
     p.add_argument("--eval-every", type=int, default=4, help="stages between evaluations")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=ROOT / "runs" / "learning_curve")
+    p.add_argument("--out", type=Path, default=Path("runs/learning_curve"))
     return p.parse_args(argv)
 
 
@@ -102,64 +100,50 @@ def main(argv: list[str] | None = None) -> dict:
     env = MAPFFrozenLake(cap)
     cs = env.config_space
     values = dict(cs.default(), shaping=a.shaping)  # 2 agents, sizes 3-10 equal shares
-    cfg = cs.to_config(values)
     hp = Hparams(num_envs=a.envs, num_steps=a.steps, num_updates=a.updates,
                  update_epochs=a.epochs, num_minibatches=a.minibatches, pool_size=a.pool_size,
                  lr=a.lr, ent_coef=a.ent_coef)
     net = ActorCritic(hidden=a.hidden, critic=a.critic)
     trainer = make_train(env, net, hp)
-    eval_cap = Capacity(max_size=10, max_agents=5, view_radius=cap.view_radius,
-                        max_steps=cap.max_steps)
+    validator = load_validator("heldout", view_radius=cap.view_radius, max_steps=cap.max_steps)
     key = jax.random.PRNGKey(a.seed)
-    runner = trainer.init(key)
-    print(f"config: {json.dumps(cs.from_config(cfg))}\nhparams: {hp}\nnetwork: {net}", flush=True)
+    print(f"config: {json.dumps(values)}\nhparams: {hp}\nnetwork: {net}", flush=True)
 
     curve: list[dict] = []
     train_s = 0.0
-    stage = 0
 
-    def evaluate(train_success: float) -> None:
-        t = time.time()
-        v = validate(runner.params, net, jax.random.PRNGKey(1), cap=eval_cap)
-        row = held_out_row(v.table)
-        curve.append({"stage": stage, "env_steps": int(runner.env_steps), "train_s": train_s,
-                      "eval_s": time.time() - t, "train_success": train_success,
-                      "heldout": row, "overall_valid": v.table.overall.valid})
-        print(f"[eval] stage {stage} steps {int(runner.env_steps):,} train {train_s:.0f}s "
-              f"held-out valid 3/4/5: " + " / ".join(f"{row[k]['valid']:.2f}" for k in "345")
-              + f" (eval {time.time() - t:.1f}s)", flush=True)
-        return v
+    def on_stage(rec: StageRecord) -> None:
+        nonlocal train_s
+        train_s += rec.train_s
+        t = rec.train
+        print(f"stage {rec.stage + 1}: {rec.train_s:.1f}s, "
+              f"{hp.num_updates * hp.steps_per_update / rec.train_s:,.0f} steps/s, train success "
+              f"{t['success_rate']:.3f}, ep len {t['mean_ep_len']:.1f}, entropy "
+              f"{t['entropy']:.3f}, causes " +
+              " ".join(f"{c[6:]} {t[c]:.2f}" for c in t if c.startswith("cause_")), flush=True)
+        if rec.validation is not None:
+            row = held_out_row(rec.validation.table)
+            curve.append({"stage": rec.stage + 1, "env_steps": rec.env_steps, "train_s": train_s,
+                          "eval_s": rec.eval_s, "train_success": t["success_rate"],
+                          "heldout": row, "overall_valid": rec.validation.table.overall.valid})
+            print(f"[eval] stage {rec.stage + 1} steps {rec.env_steps:,} train {train_s:.0f}s "
+                  "held-out valid 3/4/5: " + " / ".join(f"{row[k]['valid']:.2f}" for k in "345")
+                  + f" (eval {rec.eval_s:.1f}s)", flush=True)
 
-    budget_s = 60 * a.minutes
-    last = {"success_rate": 0.0}
-    while train_s < budget_s and runner.env_steps < a.max_env_steps:
-        t = time.time()
-        runner, metrics = trainer.train_stage(runner, cfg, jax.random.fold_in(key, stage))
-        jax.block_until_ready(runner)
-        dt = time.time() - t
-        train_s += dt
-        check_finite(metrics, where=f"stage {stage}")
-        stage += 1
-        last = summarize(metrics)
-        print(f"stage {stage}: {dt:.1f}s, {hp.num_updates * hp.steps_per_update / dt:,.0f} "
-              f"steps/s, train success {last['success_rate']:.3f}, ep len "
-              f"{last['mean_ep_len']:.1f}, entropy {last['entropy']:.3f}, causes " +
-              " ".join(f"{c[6:]} {last[c]:.2f}" for c in last if c.startswith("cause_")),
-              flush=True)
-        if stage % a.eval_every == 0:
-            evaluate(last["success_rate"])
-    if not curve or curve[-1]["stage"] != stage:
-        evaluate(last["success_rate"])
-    final = validate(runner.params, net, jax.random.PRNGKey(1), cap=eval_cap)
-    sampled = validate(runner.params, net, jax.random.PRNGKey(2), cap=eval_cap, mode="sample")
+    budget = Budget(env_steps=a.max_env_steps, train_minutes=a.minutes)
+    runner, records = run_loop(trainer, FixedEngineer(), values, budget=budget, key=key,
+                               validator=validator, validate_every=a.eval_every,
+                               on_stage=on_stage)
+    stage = len(records)
+    final = records[-1].validation
+    sampled = validate(runner.params, net, jax.random.PRNGKey(2), validator, mode="sample")
     total_s = time.time() - t_start
     checkpoint.save(a.out / "ckpt", runner, step=int(runner.stage))
     restored = checkpoint.restore(a.out / "ckpt", trainer.init(key))
     same = jax.tree.all(jax.tree.map(lambda x, y: bool(np.array_equal(x, y)), restored, runner))
-    again = validate(restored.params, net, jax.random.PRNGKey(1), cap=eval_cap)
+    again = validate(restored.params, net, jax.random.PRNGKey(1), validator)
     print(f"checkpoint round trip equal: {same}; held-out valid of the restored params "
           f"{again.table.overall.valid:.2f} vs {final.table.overall.valid:.2f}", flush=True)
-
     title = (f"PPO ({a.critic}, hidden {a.hidden}) on the fixed config, 2-agent training; "
              f"{int(runner.env_steps):,} env steps, {train_s:.0f}s training")
     plot(curve, a.out / "learning_curve.png", title)

@@ -2,7 +2,7 @@
 
 Both sides run B environments of the same capacity and config in one jitted `lax.scan`:
 
-- env only: gymnax `step` with auto-reset from a pre-generated level pool (`LevelPoolEnv`),
+- env only: gymnax `step` with auto-reset from a pre-generated level pool (`PoolReset`),
   uniformly random joint actions, as many steps as the stage;
 - training: `Trainer.train_stage`, everything included: stage pool generation (the
   generator with exact two-agent wait labels), network forward passes, sampling, GAE, PPO
@@ -22,21 +22,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from jaxenv.mapf import Capacity, LevelPoolEnv, MAPFFrozenLake, make_pool  # noqa: E402
-from policy.network import ActorCritic  # noqa: E402
-from policy.pools import stage_pool  # noqa: E402
-from policy.ppo import Hparams, make_train  # noqa: E402
+from jaxenv.batching import broadcast
+from jaxenv.levels import PoolParams, make_pool, stage_pool
+from jaxenv.mapf import Capacity, MAPFFrozenLake
+from jaxenv.wrappers import PoolReset
+from policy.network import ActorCritic
+from policy.ppo import Hparams, make_train
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -72,25 +68,27 @@ def main(argv: list[str] | None = None) -> dict:
     b = a.envs
 
     # Env only: the same number of steps as a stage, random actions, pool resets.
-    penv = LevelPoolEnv(cap)
-    pool = jax.jit(lambda k: make_pool(k, cfg, cap, a.pool_size))(jax.random.PRNGKey(0))
-    params = jax.tree.map(lambda x: jnp.broadcast_to(x, (b, *x.shape)), pool)
-    _, state0 = jax.jit(jax.vmap(penv.reset))(jax.random.split(jax.random.PRNGKey(1), b),
-                                               params)
+    penv = PoolReset(env)
+    pool = jax.jit(lambda k: make_pool(env, k, cfg, a.pool_size))(jax.random.PRNGKey(0))
+    params = pool.replace(cfg=broadcast(pool.cfg, b), lo=broadcast(pool.lo, b),
+                          count=broadcast(pool.count, b))
+    axes = PoolParams.in_axes()
+    _, state0 = jax.jit(jax.vmap(penv.reset, (0, axes)))(
+        jax.random.split(jax.random.PRNGKey(1), b), params)
 
     @jax.jit
     def env_only(state, key):
         def step(st, k):
             ka, ks = jax.random.split(k)
             act = jax.random.randint(ka, (b, cap.max_agents), 0, env.num_actions)
-            _, st, r, term, trunc, _ = jax.vmap(penv.step)(jax.random.split(ks, b), st, act,
-                                                           params)
+            _, st, r, term, trunc, _ = jax.vmap(penv.step, (0, 0, 0, axes))(
+                jax.random.split(ks, b), st, act, params)
             return st, r.sum() + term.sum()
         return jax.lax.scan(step, state, jax.random.split(key, n_steps // b))
 
     trainer = make_train(env, ActorCritic(hidden=a.hidden, critic=a.critic), hp)
     runner = trainer.init(jax.random.PRNGKey(2))
-    gen = jax.jit(lambda k: stage_pool(k, jax.tree.map(lambda x: x[None], cfg), cap,
+    gen = jax.jit(lambda k: stage_pool(env, k, jax.tree.map(lambda x: x[None], cfg), 1,
                                        a.pool_size))
 
     t0 = time.perf_counter()

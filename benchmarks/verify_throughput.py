@@ -14,20 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
 import time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-
-from jaxenv.mapf.benchmark.heldout import load_heldout  # noqa: E402
-from jaxenv.mapf.plans import plan_arrays, verify_batch  # noqa: E402
-from jaxenv.mapf.solvers.reference import ref_check_plan  # noqa: E402
+from jaxenv.mapf.benchmark.heldout import load_heldout
+from jaxenv.mapf.plans import plan_arrays, verify_batch
+from jaxenv.mapf.solvers.reference import ref_check_plan
 
 CORRUPTIONS = ("none", "jump", "teleport", "drop_agent", "delay", "truncate", "exchange")
 

@@ -1,8 +1,7 @@
 """The `envengineer` command.
 
 `envengineer demo` (the default) runs the environment layer end to end on its embedded
-default config: no GPU, no API key, no downloads. Issue D turns the default into the full
-train-validate-redesign loop.
+default config: no GPU, no API key, no downloads.
 """
 
 from __future__ import annotations
@@ -15,20 +14,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxenv.mapf import CAUSES, Capacity, LevelPoolEnv, make_pool
-from jaxenv.mapf.render import render_text
+from jaxenv.levels import make_pool
+from jaxenv.mapf import CAUSES, Capacity, MAPFFrozenLake, render_text
+from jaxenv.wrappers import PoolReset
 
 
 def demo(levels: int, envs: int, steps: int, seed: int) -> dict:
     """Generate levels, show one, roll random joint actions through the jitted env, report."""
     cap = Capacity()
-    env = LevelPoolEnv(cap)
+    env = PoolReset(MAPFFrozenLake(cap))
     space = env.config_space
     print("MAPF-FrozenLake config space (what the engineer may edit):")
     print(space.describe(editable_only=False))
     key = jax.random.key(seed)
     t0 = time.perf_counter()
-    params = make_pool(key, space.to_config(), cap, levels)
+    params = make_pool(env, key, space.to_config(), levels)
     jax.block_until_ready(params)
     gen_s = time.perf_counter() - t0
     pool = jax.device_get(params.pool)

@@ -190,8 +190,19 @@ class ConfigSpace:
 
     def batch(self, values: Mapping[str, Any] | None, n: int) -> Any:
         """One config repeated n times as a batched pytree."""
-        cfg = self.to_config(values)
-        return jax.tree.map(lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), cfg)
+        from jaxenv.batching import broadcast
+
+        return broadcast(self.to_config(values), n)
+
+    def batch_size(self, cfg: Any) -> int | None:
+        """Leading axis of a batched config pytree, or None for a single config."""
+        k = self.knobs[0]
+        ndim = jnp.ndim(getattr(cfg, k.name))
+        return int(jnp.shape(getattr(cfg, k.name))[0]) if ndim > int(k.is_vector) else None
+
+    def as_batch(self, cfg: Any) -> Any:
+        """A single config becomes a batch of one; a batch is returned as it is."""
+        return cfg if self.batch_size(cfg) is not None else jax.tree.map(lambda x: x[None], cfg)
 
     # -------------------------------------------------------------- validation
     def validate(self, values: Mapping[str, Any]) -> Values:

@@ -1,23 +1,26 @@
 """policy: trainees for jaxenv environments (one-jit multi-agent PPO, evaluation, checkpoints).
 
-- `policy.network`: the shared actor-critic (IPPO or MAPPO critic);
 - `policy.ppo`: `make_train(env, network, hparams)` -> `Trainer` (`init`, `train_stage`,
-  `train_seeds`); `policy.sharding.sharded_stage` for many devices;
-- `policy.evaluate`: `evaluate` / `Evaluator` (per-instance valid, optimal, ISR, costs,
-  failure causes, trajectories) and `failure_samples`; `policy.validation.validate` for the
-  held-out table;
+  `train_seeds`, `stage`, `evaluate`, `summarize`), built from three reusable phases:
+  `policy.rollout`, `policy.gae`, `policy.update`; `policy.sharding.sharded_stage` for many
+  devices;
+- `policy.network`: the shared actor-critic (IPPO or MAPPO critic) over `jaxenv.agents.AgentObs`;
+- `policy.evaluate`: `Evaluator` / `evaluate` (per-instance metrics, outcomes, trajectories);
+  `policy.validation.validate` plays a task validator's frozen split;
 - `policy.checkpoint`: orbax save / restore; `policy.guard`: the NaN guard.
 
-Imports only `jaxenv` (see /work/shared/design.md).
+Works for any environment of the `jaxenv.agents.MultiAgentEnv` protocol (and any gymnax env
+with discrete actions, as one agent); imports only `jaxenv`'s generic modules.
 """
 
-from policy.evaluate import EvalResult, Evaluator, evaluate, failure_samples
+from policy.evaluate import EvalResult, Evaluator, evaluate
 from policy.guard import NonFiniteError, check_finite
-from policy.network import ActorCritic, AgentInput, agent_input, init_params
-from policy.ppo import Hparams, RunnerState, Trainer, make_train, summarize
+from policy.network import ActorCritic, init_params
+from policy.ppo import Hparams, RunnerState, Trainer, make_train, summarize_metrics
+from policy.validation import Validation, validate
 
 __all__ = [
-    "ActorCritic", "AgentInput", "EvalResult", "Evaluator", "Hparams", "NonFiniteError",
-    "RunnerState", "Trainer", "agent_input", "check_finite", "evaluate", "failure_samples",
-    "init_params", "make_train", "summarize",
+    "ActorCritic", "EvalResult", "Evaluator", "Hparams", "NonFiniteError", "RunnerState",
+    "Trainer", "Validation", "check_finite", "evaluate", "init_params", "make_train",
+    "summarize_metrics", "validate",
 ]

@@ -29,3 +29,12 @@ def gae(rewards: jax.Array, values: jax.Array, dones: jax.Array, last_value: jax
         flat(rewards.astype(jnp.float32)), flat(discount), lam, flat(v_ext.astype(jnp.float32)))
     adv = adv.reshape(rewards.shape)
     return adv, adv + values
+
+
+def normalize(adv: jax.Array, mask: jax.Array, psum=lambda x: x) -> jax.Array:
+    """Advantages standardised over the masked entries (`psum` sums across shards)."""
+    m = mask.astype(jnp.float32)
+    n = jnp.maximum(psum(m.sum()), 1.0)
+    mean = psum((adv * m).sum()) / n
+    std = jnp.sqrt(psum((jnp.square(adv - mean) * m).sum()) / n)
+    return (adv - mean) / (std + 1e-8)

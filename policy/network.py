@@ -1,59 +1,38 @@
 """The shared actor-critic: one set of weights for every agent slot.
 
-Parameter sharing makes the network independent of the agent count: it maps one agent's local
-view and goal vector to 5 action logits and a value, so a policy trained with 2 agents runs on
-levels with 3, 4 or 5 (only `view_radius` and, for MAPPO, `max_size` must match).
+Parameter sharing makes the network independent of the agent count: it maps one agent's input
+(`jaxenv.agents.AgentObs`: an optional local image `view` and a feature vector `vec`) to action
+logits and a value, so a policy trained with 2 agents runs on levels with 3, 4 or 5. The
+environment decides what the input holds (`env.agent_obs`); nothing here knows the task.
 
 Two critics:
 - ``"ippo"``: the value head sits on the agent's own torso (independent critic per agent);
-- ``"mappo"``: a centralised critic that sees `env.global_state(state)` (whole board, all agents
-  and goals) beside the agent's own torso features, so it knows what the agent cannot see.
+- ``"mappo"``: a centralised critic that also reads `AgentObs.glob` (a whole-board input the
+  environment builds for it) beside the agent's own torso features.
 
-Two torsos: ``"mlp"`` (default) flattens the (2r+1)^2 x 4 view, ``"conv"`` puts two 3x3 convs in
-front. On this project's 2-core CPU, XLA's convolutions run ~10x slower per sample than a
-dense layer of similar FLOPs (measured: 0.19 vs 2.1 M samples/s forward for 8 filters vs a
-64-unit dense layer), so the MLP is the default there; use the conv torso on accelerators.
+Two torsos for the view: ``"mlp"`` (default) flattens it, ``"conv"`` puts two 3x3 convs in
+front. XLA's CPU convolutions are much slower per sample than a dense layer of similar FLOPs
+(`benchmarks/train_throughput.py` times both), so the MLP is the default on CPU; use the conv
+torso on accelerators. Environments without a view (e.g. CartPole) use the vector alone.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import linen as nn
-from flax import struct
 
-from jaxenv.mapf.env import MAPFFrozenLake, MAPFObs, MAPFState
+from jaxenv.agents import AgentObs
 
 Critic = Literal["ippo", "mappo"]
 Torso = Literal["mlp", "conv"]
 
 
-@struct.dataclass
-class AgentInput:
-    """What the network reads for one env (leading batch dims allowed).
-
-    view: [..., A, V, V, 4] uint8 local views; vec: [..., A, 3] float32 (goal_vec, at_goal);
-    glob: [..., S, S, 4] uint8 board for the centralised critic, or None (IPPO: not built).
-    """
-
-    view: jax.Array
-    vec: jax.Array
-    glob: jax.Array | None = None
-
-
-def agent_input(env: MAPFFrozenLake, obs: MAPFObs, state: MAPFState | None,
-                with_global: bool) -> AgentInput:
-    """Network input of one (unbatched) env; vmap it over envs."""
-    vec = jnp.concatenate([obs.goal_vec, obs.at_goal[..., None].astype(jnp.float32)], -1)
-    glob = env.global_state(state) if with_global else None
-    return AgentInput(view=obs.view, vec=vec, glob=glob)
-
-
 class ActorCritic(nn.Module):
-    """Per-agent logits [..., A, 5] and values [..., A] from an `AgentInput`."""
+    """Per-agent logits [..., A, num_actions] and values [..., A] from an `AgentObs`."""
 
     num_actions: int = 5
     hidden: int = 64
@@ -66,22 +45,26 @@ class ActorCritic(nn.Module):
         return self.critic == "mappo"
 
     @nn.compact
-    def __call__(self, x: AgentInput) -> tuple[jax.Array, jax.Array]:
+    def __call__(self, x: AgentObs) -> tuple[jax.Array, jax.Array]:
         if self.critic not in ("ippo", "mappo") or self.torso not in ("mlp", "conv"):
             raise ValueError(f"unknown critic/torso {self.critic!r}/{self.torso!r}")
-        h = x.view.astype(jnp.float32)
-        if self.torso == "conv":
-            h = nn.relu(nn.Conv(self.conv_features, (3, 3), name="conv0")(h))
-            h = nn.relu(nn.Conv(self.conv_features, (3, 3), name="conv1")(h))
-        h = h.reshape(*h.shape[:-3], -1)
-        h = jnp.concatenate([h, x.vec], -1)
+        feats = []
+        if x.view is not None:
+            v = x.view.astype(jnp.float32)
+            if self.torso == "conv":
+                v = nn.relu(nn.Conv(self.conv_features, (3, 3), name="conv0")(v))
+                v = nn.relu(nn.Conv(self.conv_features, (3, 3), name="conv1")(v))
+            feats.append(v.reshape(*v.shape[:-3], -1))
+        feats.append(x.vec.astype(jnp.float32))
+        h = jnp.concatenate(feats, -1)
         ortho = nn.initializers.orthogonal
         h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso0")(h))
         h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso1")(h))
         logits = nn.Dense(self.num_actions, kernel_init=ortho(0.01), name="pi")(h)
         if self.critic == "mappo":
             if x.glob is None:
-                raise ValueError("the MAPPO critic needs AgentInput.glob (global state)")
+                raise ValueError("the MAPPO critic needs AgentObs.glob (the env builds it with "
+                                 "agent_obs(..., with_global=True))")
             g = x.glob.astype(jnp.float32)
             g = g.reshape(*g.shape[:-3], -1)
             g = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="glob0")(g))
@@ -94,15 +77,16 @@ class ActorCritic(nn.Module):
         return logits, value
 
 
-def dummy_input(env: MAPFFrozenLake, with_global: bool) -> AgentInput:
-    """A zero `AgentInput` of one env's shapes (for `init`, without generating a level)."""
-    cap = env.cap
-    v = 2 * cap.view_radius + 1
-    glob = jnp.zeros((cap.max_size, cap.max_size, 4), jnp.uint8) if with_global else None
-    return AgentInput(view=jnp.zeros((cap.max_agents, v, v, 4), jnp.uint8),
-                      vec=jnp.zeros((cap.max_agents, 3), jnp.float32), glob=glob)
+def dummy_obs(env: Any, with_global: bool) -> AgentObs:
+    """A zero `AgentObs` of one env's shapes, read off `env.reset` without running it."""
+    def first(key: jax.Array) -> AgentObs:
+        obs, state = env.reset(key, env.default_params)
+        return env.agent_obs(obs, state, with_global)
+
+    shapes = jax.eval_shape(first, jax.random.PRNGKey(0))
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
 
-def init_params(network: ActorCritic, env: MAPFFrozenLake, key: jax.Array):
-    """Parameters for `network` on `env`'s observation shapes."""
-    return network.init(key, dummy_input(env, network.uses_global))
+def init_params(network: ActorCritic, env: Any, key: jax.Array) -> Any:
+    """Parameters for `network` on `env`'s agent inputs."""
+    return network.init(key, dummy_obs(env, network.uses_global))

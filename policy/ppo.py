@@ -1,52 +1,56 @@
-"""Multi-agent PPO as one jitted stage: `make_train(env, network, hparams)`.
+"""Multi-agent PPO as one jitted stage, for any jaxenv environment: `make_train(env, net, hp)`.
 
-`Trainer.train_stage(runner_state, cfg_batch, key) -> (runner_state, metrics)` runs, in one
-`jit`, a stage of `num_updates` PPO updates over `num_envs` vmapped environments:
+`make_train` returns a `Trainer`, a small named tuple of pure functions (optax's shape):
 
-- levels: a stage pool (`policy.pools`) of `pool_size` levels is generated at the start of the
-  stage from the C configs of `cfg_batch` (C divides `num_envs`; env b runs config
-  `b // (num_envs // C)` and resets to a random level of that config's pool slice). A new
-  `cfg_batch` of the same shapes reuses the compiled stage;
-- environments restart from the new pool at the start of every stage; only the learner state
-  (params, optimiser, counters) is carried in `RunnerState`;
-- each update: a `num_steps` rollout (`lax.scan`), GAE (rlax), then `update_epochs` epochs
-  of `num_minibatches` minibatches (nested `lax.scan`). A minibatch is a random subset of the
-  rollout's *time steps* over all envs: envs are independent, so samples stay decorrelated,
-  and every device of a sharded run holds its part of every minibatch without moving data.
-  Time-limit truncation is treated as termination (the limit is part of the task: a
-  timeout is a failure the paper counts);
-- loss: clipped PPO (`policy.loss`) with agent masks; Optax Adam behind
-  `clip_by_global_norm`, wrapped in `apply_if_finite` (the NaN guard, `policy.guard`).
+- `init(key) -> RunnerState`: parameters, optimiser state and counters;
+- `train_stage(runner, cfg_batch, key) -> (runner, metrics)`: one stage of `num_updates` PPO
+  updates over `num_envs` vmapped environments, in one `jit`; `train_seeds` vmaps it over
+  runner states and keys; `stage` is the unjitted function (with `axis`/`n_shards` for
+  `policy.sharding`);
+- `evaluate(params, levels_or_cfgs, key, ...)`: greedy or sampled episodes (`policy.evaluate`);
+- `summarize(metrics)`: plain floats for logs.
 
-Sharding: `_stage` takes an optional mesh axis; every per-env random draw comes from a per-env
-key derived from the global env index and every mean divides local sums by psum'd global
-counts, so the sharded stage (`policy.sharding`) computes the one-device update, up to float
-summation order. Seeds: `Trainer.train_seeds` vmaps the stage over runner states and keys.
+A stage: the config batch holds C configs for B envs (C divides B; env b runs config
+`b // (B // C)`; C comes from the env's config space). For an environment with levels a stage
+pool of `pool_size` levels is generated first (`jaxenv.levels.stage_pool`, `pool_size // C`
+per config) and every episode starts on a random level of its config's slice
+(`jaxenv.wrappers.PoolReset`); other environments reset from their own config. A new config
+batch of the same shapes reuses the compiled stage. Environments restart at the start of every
+stage; only the learner state (params, optimiser, counters) carries over in `RunnerState`.
+
+Each update runs three named phases, each reusable by another trainee: `policy.rollout.rollout`
+(`num_steps` steps, `lax.scan`), advantages (`policy.gae`: GAE, then normalisation over acting
+agents), `policy.update.ppo_epochs` (clipped PPO, Adam behind global-norm clipping, the NaN
+guard). Time-limit truncation is treated as termination (the limit is part of the task: a
+timeout is a failure the paper counts).
+
+Sharding: `stage(..., axis=name, n_shards=D)` runs inside `shard_map`; every per-env random draw
+comes from a per-env key derived from the global env index and every mean divides local sums by
+psum'd global counts, so the sharded stage computes the one-device update, up to float
+summation order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import chex
-import distrax
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import struct
 
-from jaxenv.mapf.config import MAPFConfig
-from jaxenv.mapf.env import CAUSES, MAPFFrozenLake, MAPFObs, MAPFState
-from policy.gae import gae
-from policy.guard import all_finite, poison_if
-from policy.loss import LossBatch, ppo_loss
-from policy.network import ActorCritic, AgentInput, agent_input, init_params
-from policy.pools import num_configs, stage_pool
-
-TIMEOUT = CAUSES.index("timeout")
+from jaxenv.batching import take
+from jaxenv.levels import PoolParams, env_pool_params, stage_pool
+from jaxenv.wrappers import PoolReset, has_levels, multi_agent
+from policy.evaluate import Evaluator
+from policy.gae import gae, normalize
+from policy.guard import all_finite
+from policy.network import ActorCritic, init_params
+from policy.rollout import agent_inputs, rollout, start
+from policy.update import make_optimizer, ppo_epochs
 
 
 @dataclass(frozen=True)
@@ -69,14 +73,15 @@ class Hparams:
     max_grad_norm: float = 0.5
     adam_eps: float = 1e-5
 
-    def check(self, n_configs: int, n_shards: int = 1) -> None:
+    def check(self, n_configs: int, n_shards: int = 1, levels: bool = True) -> None:
         if self.num_steps % self.num_minibatches:
             raise ValueError("num_minibatches must divide num_steps")
-        if self.num_envs % n_configs or self.pool_size % n_configs:
-            raise ValueError(f"the {n_configs} configs must divide num_envs ({self.num_envs}) "
-                             f"and pool_size ({self.pool_size})")
-        if self.num_envs % n_shards or self.pool_size % n_shards:
-            raise ValueError(f"{n_shards} devices must divide num_envs and pool_size")
+        if self.num_envs % n_configs or (levels and self.pool_size % n_configs):
+            raise ValueError(f"the {n_configs} configs must divide num_envs ({self.num_envs})"
+                             + (f" and pool_size ({self.pool_size})" if levels else ""))
+        if self.num_envs % n_shards or (levels and self.pool_size % n_shards):
+            raise ValueError(f"{n_shards} devices must divide num_envs"
+                             + (" and pool_size" if levels else ""))
 
     @property
     def steps_per_update(self) -> int:
@@ -94,178 +99,70 @@ class RunnerState:
     stage: jax.Array  # [] int32 stages done
 
 
-@struct.dataclass
-class EnvCarry:
-    state: MAPFState  # [B]
-    obs: MAPFObs  # [B]
-    key: jax.Array  # [B, 2] per-env key stream
-    cfg_idx: jax.Array  # [B] int32 index into the stage's configs
+class Trainer(NamedTuple):
+    """What `make_train` returns (see the module docstring)."""
+
+    init: Callable[[jax.Array], RunnerState]
+    train_stage: Callable[..., tuple[RunnerState, dict]]
+    train_seeds: Callable[..., tuple[RunnerState, dict]]
+    stage: Callable[..., tuple[RunnerState, dict]]
+    evaluate: Evaluator
+    summarize: Callable[[dict], dict[str, float]]
+    env: Any
+    network: ActorCritic
+    hparams: Hparams
 
 
-@struct.dataclass
-class Transition:
-    inp: AgentInput  # [B, A, ...]
-    action: jax.Array  # [B, A]
-    logp: jax.Array  # [B, A]
-    value: jax.Array  # [B, A]
-    reward: jax.Array  # [B, A]
-    done: jax.Array  # [B]
-    pi_mask: jax.Array  # [B, A]
-    v_mask: jax.Array  # [B, A]
+def make_train(env: Any, network: ActorCritic, hparams: Hparams) -> Trainer:
+    """A `Trainer` for `env` (a jaxenv env, or any gymnax env with discrete actions)."""
+    env = multi_agent(env)
+    chex.assert_equal(network.num_actions, env.num_actions)
+    hp = hparams
+    tx = make_optimizer(hp.lr, hp.max_grad_norm, hp.adam_eps)
+    space = env.config_space
+    levels = has_levels(env)
+    step_env = PoolReset(env) if levels else env
 
-
-def make_optimizer(hp: Hparams) -> optax.GradientTransformation:
-    """Adam behind global-norm clipping; non-finite steps are skipped (never applied)."""
-    inner = optax.chain(optax.clip_by_global_norm(hp.max_grad_norm),
-                        optax.adam(hp.lr, eps=hp.adam_eps))
-    return optax.apply_if_finite(inner, max_consecutive_errors=2**30)
-
-
-def batch_configs(cfg: MAPFConfig) -> MAPFConfig:
-    """Accept one config or a batch: a single config becomes a batch of one."""
-    return jax.tree.map(lambda x: x[None], cfg) if jnp.ndim(cfg.slip_prob) == 0 else cfg
-
-
-class Trainer:
-    """Jitted multi-agent PPO on MAPF-FrozenLake (build it with `make_train`)."""
-
-    def __init__(self, env: MAPFFrozenLake, network: ActorCritic, hp: Hparams):
-        # Resets are done here from the stage pool, so a LevelPoolEnv is used as its base env.
-        self.env = env if type(env) is MAPFFrozenLake else MAPFFrozenLake(env.cap)
-        self.cap = env.cap
-        self.network = network
-        self.hp = hp
-        self.tx = make_optimizer(hp)
-        self.init = jax.jit(self.init_fn)
-        self.train_stage = jax.jit(self.stage_fn)
-        self.train_seeds = jax.jit(jax.vmap(self.stage_fn, in_axes=(0, None, 0)))
-
-    def __call__(self, runner: RunnerState, cfgs: MAPFConfig, key: jax.Array):
-        return self.train_stage(runner, cfgs, key)
-
-    def init_fn(self, key: jax.Array) -> RunnerState:
-        """Fresh parameters and optimiser state (`init` is its jit; vmap it for seeds)."""
-        params = init_params(self.network, self.env, key)
+    def init(key: jax.Array) -> RunnerState:
+        params = init_params(network, env, key)
         z = jnp.int32(0)
-        return RunnerState(params=params, opt_state=self.tx.init(params), update=z,
-                           env_steps=z, stage=z)
+        return RunnerState(params=params, opt_state=tx.init(params), update=z, env_steps=z,
+                           stage=z)
 
-    def stage_fn(self, runner: RunnerState, cfgs: MAPFConfig, key: jax.Array):
-        """One stage on one device (unjitted: jit, vmap or shard it)."""
-        return self._stage(runner, cfgs, key)
-
-    # ------------------------------------------------------------------ stage
-    def _stage(self, runner: RunnerState, cfgs: MAPFConfig, key: jax.Array, *,
-               axis: str | None = None, n_shards: int = 1):
-        hp, env, net = self.hp, self.env, self.network
-        cfgs = batch_configs(cfgs)
-        n_cfg = num_configs(cfgs)
-        hp.check(n_cfg, n_shards)
-        b_all, t_len = hp.num_envs, hp.num_steps
+    def stage(runner: RunnerState, cfgs: Any, key: jax.Array, *, axis: str | None = None,
+              n_shards: int = 1) -> tuple[RunnerState, dict]:
+        cfgs = space.as_batch(cfgs)
+        n_cfg = space.batch_size(cfgs)
+        hp.check(n_cfg, n_shards, levels)
+        b_all = hp.num_envs
         b = b_all // n_shards
-        per_cfg = hp.pool_size // n_cfg
-        glob = net.uses_global
         psum = (lambda x: jax.lax.psum(x, axis)) if axis else (lambda x: x)
         shard = jax.lax.axis_index(axis) if axis else 0
 
         k_pool, k_env, k_upd = jax.random.split(key, 3)
-        pool = stage_pool(k_pool, cfgs, self.cap, hp.pool_size, shard=shard,
-                          n_shards=n_shards, axis=axis)
         gid = shard * b + jnp.arange(b)
         cfg_idx = (gid // (b_all // n_cfg)).astype(jnp.int32)
-        cfg_env = jax.tree.map(lambda x: x[cfg_idx], cfgs)
+        if levels:
+            pool = stage_pool(env, k_pool, cfgs, n_cfg, hp.pool_size, shard=shard,
+                              n_shards=n_shards, axis=axis)
+            env_params = env_pool_params(cfgs, pool, cfg_idx, n_cfg, hp.pool_size)
+            axes: Any = PoolParams.in_axes()
+        else:
+            env_params, axes = take(cfgs, cfg_idx), 0
         ekeys = jax.lax.dynamic_slice_in_dim(jax.random.split(k_env, b_all), shard * b, b)
-
-        def reset_one(k: jax.Array, ci: jax.Array, cfg: MAPFConfig) -> MAPFState:
-            j = ci * per_cfg + jax.random.randint(k, (), 0, per_cfg)
-            level = jax.tree.map(lambda x: x[j], pool)
-            return env.reset_to_level(k, level, cfg)[1]
-
-        def inputs(obs: MAPFObs, state: MAPFState) -> AgentInput:
-            return jax.vmap(lambda o, s: agent_input(env, o, s, glob))(obs, state)
-
-        k_first = jax.vmap(jax.random.fold_in, in_axes=(0, None))(ekeys, 0x5EED)
-        state0 = jax.vmap(reset_one)(k_first, cfg_idx, cfg_env)
-        envc = EnvCarry(state=state0, obs=jax.vmap(env.get_obs)(state0), key=ekeys,
-                        cfg_idx=cfg_idx)
-
-        def env_step(params, envc: EnvCarry, _):
-            inp = inputs(envc.obs, envc.state)
-            logits, value = net.apply(params, inp)
-            ks = jax.vmap(lambda k: jax.random.split(k, 4))(envc.key)
-            action = jax.vmap(lambda k, lg: distrax.Categorical(logits=lg).sample(seed=k))(
-                ks[:, 1], logits)
-            logp = distrax.Categorical(logits=logits).log_prob(action)
-            _, st, reward, term, info = jax.vmap(env.step_env)(ks[:, 2], envc.state, action,
-                                                               cfg_env)
-            trunc = jax.vmap(env.is_truncated)(st, cfg_env)
-            done = term | trunc
-            st_reset = jax.vmap(reset_one)(ks[:, 3], envc.cfg_idx, cfg_env)
-            st_next = jax.vmap(lambda d, x, y: jax.tree.map(
-                lambda u, v: jax.lax.select(d, u, v), x, y))(done, st_reset, st)
-            obs = envc.obs
-            tr = Transition(inp=inp, action=action, logp=logp, value=value,
-                            reward=reward, done=done,
-                            pi_mask=obs.agent_mask & ~obs.at_goal, v_mask=obs.agent_mask)
-            cause = jnp.where(trunc, TIMEOUT, info["cause"])
-            stats = {
-                "episodes": done.sum(),
-                "successes": (done & info["success"]).sum(),
-                "causes": jnp.sum(jax.nn.one_hot(cause, len(CAUSES), dtype=jnp.int32)
-                                  * done[:, None], 0),
-                "ep_len_sum": jnp.sum(jnp.where(done, st.time, 0)),
-            }
-            envc = envc.replace(state=st_next, obs=jax.vmap(env.get_obs)(st_next),
-                                key=ks[:, 0])
-            return envc, (tr, stats)
-
-        def minibatch(carry, idx, data):
-            params, opt_state = carry
-            tr, adv, target = jax.tree.map(lambda x: x[idx], data)
-            lb = LossBatch(action=tr.action, old_logp=tr.logp, old_value=tr.value, adv=adv,
-                           target=target, pi_mask=tr.pi_mask, v_mask=tr.v_mask)
-            n_pi = psum(tr.pi_mask.sum().astype(jnp.float32))
-            n_v = psum(tr.v_mask.sum().astype(jnp.float32))
-
-            def loss_fn(p):
-                logits, value = net.apply(p, tr.inp)
-                return ppo_loss(logits, value, lb, n_pi=n_pi, n_v=n_v, clip_eps=hp.clip_eps,
-                                vf_coef=hp.vf_coef, ent_coef=hp.ent_coef,
-                                clip_value=hp.clip_value)
-
-            (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-            loss, aux, grads = psum(loss), psum(aux), psum(grads)
-            finite = jnp.isfinite(loss) & all_finite(grads)
-            grads = poison_if(~finite, grads)
-            updates, opt_state = self.tx.update(grads, opt_state, params)
-            params = optax.apply_updates(params, updates)
-            m = {"loss": loss, **aux, "grad_norm": optax.global_norm(grads),
-                 "nonfinite": (~finite).astype(jnp.int32)}
-            return (params, opt_state), m
+        envc = start(step_env, env_params, axes, ekeys)
 
         def update(carry, k):
             runner, envc = carry
-            k_ep = jax.random.split(k, hp.update_epochs)
-            envc, (traj, stats) = jax.lax.scan(partial(env_step, runner.params), envc, None,
-                                               t_len)
-            _, last_v = net.apply(runner.params, inputs(envc.obs, envc.state))
+            envc, traj, stats = rollout(step_env, network, runner.params, envc, env_params,
+                                        axes, hp.num_steps)
+            _, last_v = network.apply(runner.params, agent_inputs(
+                env, envc.obs, envc.state, network.uses_global))
             adv, target = gae(traj.reward, traj.value, traj.done, last_v, hp.gamma,
                               hp.gae_lambda)
-            m = traj.pi_mask.astype(jnp.float32)
-            n = jnp.maximum(psum(m.sum()), 1.0)
-            mean = psum((adv * m).sum()) / n
-            std = jnp.sqrt(psum((jnp.square(adv - mean) * m).sum()) / n)
-            adv = (adv - mean) / (std + 1e-8)
-            data = (traj, adv, target)
-
-            def epoch(c, ke):
-                perm = jax.random.permutation(ke, t_len).reshape(hp.num_minibatches, -1)
-                return jax.lax.scan(partial(minibatch, data=data), c, perm)
-
-            (params, opt_state), mets = jax.lax.scan(
-                epoch, (runner.params, runner.opt_state), k_ep)
-            nonfinite = mets.pop("nonfinite").sum()
-            mets = {**jax.tree.map(jnp.mean, mets), "nonfinite": nonfinite}
+            adv = normalize(adv, traj.inp.acting, psum)
+            params, opt_state, mets = ppo_epochs(network, tx, hp, runner.params,
+                                                 runner.opt_state, traj, adv, target, k, psum)
             stats = psum(jax.tree.map(lambda x: x.sum(0), stats))
             runner = runner.replace(params=params, opt_state=opt_state,
                                     update=runner.update + 1,
@@ -275,30 +172,36 @@ class Trainer:
         (runner, _), metrics = jax.lax.scan(update, (runner, envc),
                                             jax.random.split(k_upd, hp.num_updates))
         metrics["params_finite"] = all_finite(runner.params)
-        runner = runner.replace(stage=runner.stage + 1)
-        return runner, metrics
+        return runner.replace(stage=runner.stage + 1), metrics
+
+    def summarize(metrics: dict) -> dict[str, float]:
+        return summarize_metrics(metrics, env.outcomes)
+
+    return Trainer(init=jax.jit(init), train_stage=jax.jit(stage),
+                   train_seeds=jax.jit(jax.vmap(stage, in_axes=(0, None, 0))), stage=stage,
+                   evaluate=Evaluator(env, network), summarize=summarize, env=env,
+                   network=network, hparams=hp)
 
 
-def make_train(env: MAPFFrozenLake, network: ActorCritic, hparams: Hparams) -> Trainer:
-    """A `Trainer`: `.init(key)`, `.train_stage(runner, cfg_batch, key)` (jitted), ..."""
-    chex.assert_equal(network.num_actions, env.num_actions)
-    return Trainer(env, network, hparams)
+def summarize_metrics(metrics: dict[str, Any], outcomes: tuple[str, ...]) -> dict[str, float]:
+    """Plain floats for logging: last-update losses and the stage's episode outcomes.
 
-
-def summarize(metrics: dict[str, Any]) -> dict[str, float]:
-    """Plain floats for logging: last-update losses and the stage's episode outcomes."""
+    `success_rate` is the share of episodes with outcome 0 (the env's success or normal end);
+    `cause_<name>` the share of every other outcome.
+    """
     m = {k: np.asarray(v) for k, v in metrics.items()}
-    eps = max(int(m["episodes"].sum()), 1)
-    causes = m["causes"].reshape(-1, len(CAUSES)).sum(0)
-    out = {"episodes": int(m["episodes"].sum()),
-           "success_rate": float(m["successes"].sum() / eps),
-           "mean_ep_len": float(m["ep_len_sum"].sum() / eps)}
-    out.update({f"cause_{c}": float(causes[i] / eps) for i, c in enumerate(CAUSES) if i})
+    n = int(m["episodes"].sum())
+    eps = max(n, 1)
+    counts = m["outcomes"].reshape(-1, len(outcomes)).sum(0)
+    out = {"episodes": n, "success_rate": float(m["successes"].sum() / eps),
+           "mean_ep_len": float(m["ep_len_sum"].sum() / eps),
+           "mean_return": float(m["return_sum"].sum() / eps)}
+    out.update({f"cause_{c}": float(counts[i] / eps) for i, c in enumerate(outcomes) if i})
     for k in ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clip_frac", "grad_norm"):
         out[k] = float(m[k].reshape(-1)[-1])
     out["nonfinite"] = int(m["nonfinite"].sum())
     return out
 
 
-__all__ = ["EnvCarry", "Hparams", "RunnerState", "Trainer", "Transition",
-           "batch_configs", "make_optimizer", "make_train", "summarize"]
+__all__ = ["Hparams", "RunnerState", "Trainer", "make_optimizer", "make_train",
+           "summarize_metrics"]

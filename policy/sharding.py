@@ -1,7 +1,7 @@
 """Data-parallel stages: the env batch sharded over devices, gradients summed across them.
 
-`sharded_stage(trainer, devices)` wraps the trainer's stage in `jax.shard_map` over a 1-D mesh
-`("envs",)`: the learner state, config batch and key are replicated; each device runs
+`sharded_stage(trainer, devices)` wraps the trainer's public `stage` in `jax.shard_map` over a
+1-D mesh `("envs",)`: the learner state, config batch and key are replicated; each device runs
 `num_envs / D` environments, generates `pool_size / D` levels (all-gathered into the full
 pool), and every gradient, count and metric is psum'd. Because per-env randomness comes from
 the global env index (see `policy.ppo`), the result is the one-device update up to float
@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 import jax
+import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
@@ -24,8 +25,6 @@ AXIS = "envs"
 
 def env_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
     """A 1-D mesh over `devices` (default: all local devices)."""
-    import numpy as np
-
     devs = list(jax.local_devices() if devices is None else devices)
     return Mesh(np.array(devs), (AXIS,))
 
@@ -34,8 +33,8 @@ def sharded_stage(trainer: Trainer, devices: Sequence[jax.Device] | None = None)
     """A jitted `stage(runner, cfg_batch, key) -> (runner, metrics)` over `devices`."""
     mesh = env_mesh(devices)
     d = mesh.devices.size
-    trainer.hp.check(1, d)
-    fn = partial(trainer._stage, axis=AXIS, n_shards=d)
+    trainer.hparams.check(1, d)
+    fn = partial(trainer.stage, axis=AXIS, n_shards=d)
     # Outputs are psum'd or computed from psum'd values: replicated, hence P().
     mapped = jax.shard_map(fn, mesh=mesh, in_specs=(P(), P(), P()), out_specs=P(),
                            check_vma=False)

@@ -6,7 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxenv.mapf import Capacity, LevelPoolEnv, MAPFFrozenLake, make_level, make_pool
+from jaxenv.levels import make_pool
+from jaxenv.mapf import Capacity, MAPFFrozenLake, make_level
+from jaxenv.wrappers import PoolReset
 from jaxenv.mapf.rules import DOWN, LEFT, RIGHT, STAY, UP
 
 CAP = Capacity(max_size=6, max_agents=3, view_radius=2, max_steps=20, label_waits=False)
@@ -116,8 +118,8 @@ def test_no_recompile_across_100_configs():
 
 
 def test_pool_env_resets_from_its_pool():
-    penv = LevelPoolEnv(CAP)
-    params = make_pool(jax.random.key(0), ENV.default_params, CAP, 8)
+    penv = PoolReset(ENV)
+    params = make_pool(ENV, jax.random.key(0), ENV.default_params, 8)
     pool_holes = np.asarray(params.pool.holes)
     _, state = penv.reset(jax.random.key(1), params)
     for t in range(30):

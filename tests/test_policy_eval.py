@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from jaxenv.mapf import CAUSES, Capacity, MAPFFrozenLake, make_level
-from policy.evaluate import Evaluator, evaluate, failure_samples
+from jaxenv.mapf.benchmark.failures import failure_samples
+from policy.evaluate import Evaluator, evaluate
 from policy.network import ActorCritic, init_params
 
 CAP = Capacity(max_size=4, max_agents=2, max_steps=16, label_waits=False)
@@ -89,7 +90,7 @@ def _check(res, cases):
     r = res.numpy()
     for i, (name, (_, valid, opt, ms, soc, cause, steps, isr)) in enumerate(cases.items()):
         got = (bool(r.valid[i]), bool(r.optimal[i]), int(r.makespan[i]), int(r.soc[i]),
-               CAUSES[int(r.cause[i])], int(r.steps[i]), float(r.isr[i]))
+               CAUSES[int(r.outcome[i])], int(r.steps[i]), float(r.isr[i]))
         assert got == (valid, opt, ms, soc, cause, steps, isr), name
 
 
@@ -101,7 +102,7 @@ def test_scripted_policy_outcomes(env, evaluator):
     _check(evaluator(toward_goal_policy(env), levels, jax.random.PRNGKey(1), mode="sample"),
            TOWARD)
     # The recorded trajectory of the diagonal case.
-    pos = np.asarray(res.positions[0, :5, 0])
+    pos = np.asarray(res.trace[0, :5, 0])
     assert pos.tolist() == [[0, 0], [1, 0], [1, 1], [2, 1], [2, 2]]
     assert np.asarray(res.actions[0, :4, 0]).tolist() == [DOWN, RIGHT, DOWN, RIGHT]
 
@@ -132,10 +133,10 @@ def test_outcomes_agree_with_the_plan_verifier(env):
                    n_per_config=128).numpy()
     valid = res.valid
     assert 0 < valid.sum() < len(valid)
-    assert len(set(res.cause[~valid].tolist())) >= 3
+    assert len(set(res.outcome[~valid].tolist())) >= 3
 
-    t = res.positions.shape[1]
-    cells = np.transpose(res.positions, (0, 2, 1, 3)).astype(np.int32)  # [N, A, T+1, 2]
+    t = res.trace.shape[1]
+    cells = np.transpose(res.trace, (0, 2, 1, 3)).astype(np.int32)  # [N, A, T+1, 2]
     active = np.arange(CAP.max_agents)[None] < res.n_agents[:, None]
     length = np.where(active, res.steps[:, None] + 1, 0)
     verdict = jax.vmap(lambda lv, c, n: verify_plan(lv, c, n, jnp.bool_(True)))(

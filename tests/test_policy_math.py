@@ -100,16 +100,18 @@ def test_ppo_clip_stops_the_gradient_outside_the_trust_region():
 def test_network_shares_parameters_across_agents(torso, critic):
     """Params made for 2 agent slots run on 5, and permuting agents permutes the outputs."""
     from jaxenv.mapf import Capacity, MAPFFrozenLake
-    from policy.network import ActorCritic, AgentInput, init_params
+    from jaxenv.agents import AgentObs
+    from policy.network import ActorCritic, init_params
 
     net = ActorCritic(hidden=16, torso=torso, conv_features=4, critic=critic)
     params = init_params(net, MAPFFrozenLake(Capacity(max_size=6, max_agents=2)),
                          jax.random.PRNGKey(0))
     k1, k2, k3 = jax.random.split(jax.random.PRNGKey(1), 3)
-    x = AgentInput(view=jax.random.randint(k1, (5, 7, 7, 4), 0, 2).astype(jnp.uint8),
-                   vec=jax.random.normal(k2, (5, 3)),
-                   glob=jax.random.randint(k3, (6, 6, 4), 0, 2).astype(jnp.uint8)
-                   if critic == "mappo" else None)
+    mask = jnp.ones(5, bool)
+    x = AgentObs(view=jax.random.randint(k1, (5, 7, 7, 4), 0, 2).astype(jnp.uint8),
+                 vec=jax.random.normal(k2, (5, 3)), agent_mask=mask, acting=mask,
+                 glob=jax.random.randint(k3, (6, 6, 4), 0, 2).astype(jnp.uint8)
+                 if critic == "mappo" else None)
     logits, value = net.apply(params, x)
     assert logits.shape == (5, 5) and value.shape == (5,)
     perm = jnp.array([3, 0, 4, 1, 2])

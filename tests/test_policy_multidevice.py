@@ -52,7 +52,7 @@ def _compare() -> dict:
         "close": close,
         "episodes": [np.asarray(m_one["episodes"]).tolist(),
                      np.asarray(m_many["episodes"]).tolist()],
-        "causes_equal": bool(np.array_equal(m_one["causes"], m_many["causes"])),
+        "causes_equal": bool(np.array_equal(m_one["outcomes"], m_many["outcomes"])),
         "loss": [np.asarray(m_one["loss"]).tolist(), np.asarray(m_many["loss"]).tolist()],
     }
 

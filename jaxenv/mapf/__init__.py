@@ -1,28 +1,25 @@
-"""MAPF-FrozenLake: multi-agent path finding on a frozen lake, in pure JAX."""
+"""MAPF-FrozenLake: multi-agent path finding on a frozen lake, in pure JAX.
 
-from jaxenv.mapf.benchmark.heldout import load_heldout
-from jaxenv.mapf.benchmark.report import format_markdown, make_table
+The core: the environment (`MAPFFrozenLake`), its static `Capacity` and dynamic `MAPFConfig`
+(knobs in `make_config_space`), the `Level` pytree and its generator, the exact two-agent
+solver the generator labels levels with, and text rendering. Around it, in subpackages:
+
+- `jaxenv.mapf.plans`: whole plans as an LLM writes them, the parser and the jitted verifier;
+- `jaxenv.mapf.benchmark`: the frozen held-out and validation sets, their builder, the
+  paper's results table and the task validator;
+- `jaxenv.mapf.solvers`: offline plain-Python code (CBS, the rules reference).
+"""
+
 from jaxenv.mapf.config import CONFLICT_MODES, MIN_SIZE, Capacity, MAPFConfig, make_config_space
-from jaxenv.mapf.env import CAUSES, MAPFFrozenLake, MAPFObs, MAPFState, step_limit
-from jaxenv.mapf.generator import generate, generate_batch
+from jaxenv.mapf.env import MAPFFrozenLake, MAPFObs, MAPFState, step_limit
+from jaxenv.mapf.generator import generate, generate_batch, generate_many
 from jaxenv.mapf.joint import PairSolution, solve_pair
 from jaxenv.mapf.level import UNKNOWN, Level, make_level
-from jaxenv.mapf.plans import (
-    ParseReport,
-    Plan,
-    Verdict,
-    parse_plan,
-    plan_arrays,
-    verify_batch,
-    verify_plan,
-)
-from jaxenv.mapf.pool import LevelPoolEnv, PoolParams, make_pool
 from jaxenv.mapf.render import render_text
+from jaxenv.mapf.rules import CAUSES
 
 __all__ = [
-    "CAUSES", "CONFLICT_MODES", "MIN_SIZE", "UNKNOWN", "Capacity", "Level", "LevelPoolEnv",
-    "MAPFConfig", "MAPFFrozenLake", "MAPFObs", "MAPFState", "PairSolution", "PoolParams",
-    "generate", "generate_batch", "make_config_space", "make_level", "make_pool", "solve_pair",
-    "step_limit", "load_heldout", "ParseReport", "Plan", "Verdict", "parse_plan",
-    "plan_arrays", "verify_batch", "verify_plan", "render_text", "format_markdown", "make_table",
+    "CAUSES", "CONFLICT_MODES", "MIN_SIZE", "UNKNOWN", "Capacity", "Level", "MAPFConfig",
+    "MAPFFrozenLake", "MAPFObs", "MAPFState", "PairSolution", "generate", "generate_batch",
+    "generate_many", "make_config_space", "make_level", "render_text", "solve_pair", "step_limit",
 ]

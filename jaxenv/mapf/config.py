@@ -1,8 +1,8 @@
 """MAPF-FrozenLake configuration: the dynamic config pytree and its knob space.
 
-Everything here is *dynamic*: a batch of configs is a pytree with a leading axis, and changing
-any value never recompiles. Static capacity (largest grid, most agents, view radius, step cap)
-lives on the environment object (`jaxenv.mapf.env.Capacity`).
+`MAPFConfig` is *dynamic*: a batch of configs is a pytree with a leading axis, and changing any
+value never recompiles. `Capacity` (largest grid, most agents, view radius, step cap) is
+static: it is fixed on the environment object, and changing it recompiles.
 """
 
 from __future__ import annotations
@@ -46,11 +46,13 @@ def size_keys(max_size: int) -> tuple[str, ...]:
     return tuple(str(n) for n in range(MIN_SIZE, max_size + 1))
 
 
-def make_config_space(max_size: int = 10, max_agents: int = 5) -> ConfigSpace:
+def make_config_space(max_size: int = 10, max_agents: int = 5,
+                      label_waits: bool = True) -> ConfigSpace:
     """The knob space of MAPF-FrozenLake for a given static capacity.
 
     Defaults follow the paper where it speaks: sizes 3-10 in equal shares, 2 agents,
-    deterministic moves, a violation ends the episode.
+    deterministic moves, a violation ends the episode. Without `label_waits` the generator
+    cannot tell which levels need a wait, so `wait_ratio` has no effect and is not editable.
     """
     if max_size < MIN_SIZE:
         raise ValueError(f"max_size must be >= {MIN_SIZE}")
@@ -70,8 +72,11 @@ def make_config_space(max_size: int = 10, max_agents: int = 5) -> ConfigSpace:
              description="Per map size, the share of cells that are holes."),
         Knob(name="wait_ratio", kind="float", keys=sizes, low=0.0, high=1.0, step=0.05,
              default=[0.3] * n,
+             editable=label_waits,
              description="Per map size, the share of levels whose optimal joint plan needs an "
-                         "agent to wait (exact for 2 agents, see jaxenv.mapf.joint)."),
+                         "agent to wait (exact for 2 agents, see jaxenv.mapf.joint)."
+                         + ("" if label_waits else " Ignored: this capacity does not label "
+                            "waits (Capacity.label_waits=False).")),
         Knob(name="agent_weights", kind="simplex", keys=agent_keys, default=agent_w,
              description="Share of training levels with each number of agents."),
         Knob(name="slip_prob", kind="float", low=0.0, high=0.5, step=0.05, default=0.0,

@@ -5,6 +5,13 @@
 in one `vmap` under one `jit` and a new config never recompiles. Static capacity (grid, agents,
 view radius, step cap) is fixed on the env object. All per-agent arrays are [max_agents, ...]
 with an agent mask; rewards are per agent. The rules live in `jaxenv.mapf.rules`.
+
+An environment with levels: `generate(key, cfg)` draws a level, `reset_to_level` starts an
+episode on one, `step_env` plays without resetting. Where the next level comes from is a
+wrapper's job (`jaxenv.wrappers`): `step` is `AutoReset(env).step` (a fresh level from the
+env's own config), and training draws from a pre-generated pool through `PoolReset`. The
+multi-agent protocol of `jaxenv.agents` (`agent_obs`, `outcome`, `episode_metrics`, `trace`)
+is what trainees read.
 """
 
 from __future__ import annotations
@@ -18,14 +25,15 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from jaxenv.agents import AgentObs
 from jaxenv.mapf import rules
 from jaxenv.mapf.config import FAIL, Capacity, MAPFConfig, make_config_space
 from jaxenv.mapf.generator import generate
 from jaxenv.mapf.grid import in_grid_mask
 from jaxenv.mapf.level import Level
+from jaxenv.mapf.rules import CAUSES, TIMEOUT
+from jaxenv.wrappers import AutoReset
 
-# Failure causes (first one found in this order), as reported by `info["cause"]`.
-CAUSES = ("none", "vertex", "edge", "hole", "oob", "timeout")
 VIEW_CHANNELS = ("obstacle", "other_agents", "own_goal", "other_goals")
 GLOBAL_CHANNELS = ("obstacle", "agents", "goals", "agents_at_goal")
 
@@ -60,32 +68,23 @@ def step_limit(level: Level, cfg: MAPFConfig, max_steps: int) -> jax.Array:
 class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
     """Multi-agent path finding on a frozen lake (see docs/rules.md)."""
 
+    outcomes = CAUSES
+
     def __init__(self, capacity: Capacity | None = None):
         super().__init__()
         self.cap = capacity or Capacity()
-        self.config_space = make_config_space(self.cap.max_size, self.cap.max_agents)
+        self.config_space = make_config_space(self.cap.max_size, self.cap.max_agents,
+                                              label_waits=self.cap.label_waits)
+        self.num_agents = self.cap.max_agents
+        self.horizon = self.cap.max_steps
+        self._auto_reset = AutoReset(self)
 
     # ------------------------------------------------------------------ gymnax
     @partial(jax.jit, static_argnames=("self",))
     def step(self, key: jax.Array, state: MAPFState, action: jax.Array,
              params: MAPFConfig | None = None):
-        """gymnax's step with auto-reset, observing only the state that is kept.
-
-        Same contract as `gymnax.Environment.step` (a reset draws a fresh level from this
-        env's own config); the base class would build the observation of both the stepped and
-        the reset state every step. `info["final_observation"]` is built only if used.
-        """
-        params = self.default_params if params is None else params
-        key_step, key_reset = jax.random.split(key)
-        state_st, reward, terminated, info = self.transition(
-            key_step, state, action, self.rule_config(params))
-        truncated = self.is_truncated(state_st, params)
-        done = terminated | truncated
-        _, state_re = self.reset_env(key_reset, params)
-        next_state = jax.tree.map(lambda x, y: jax.lax.select(done, x, y), state_re, state_st)
-        info = {**info, "terminated": terminated, "truncated": truncated,
-                "final_observation": self.get_obs(state_st)}
-        return self.get_obs(next_state), next_state, reward, terminated, truncated, info
+        """gymnax's step; a finished episode restarts on a fresh level of this env's config."""
+        return self._auto_reset.step(key, state, action, params)
 
     @property
     def name(self) -> str:
@@ -116,10 +115,6 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         """A fresh level from `cfg` at this env's capacity (see `jaxenv.mapf.generator`)."""
         return generate(key, cfg, self.cap)
 
-    def rule_config(self, params: Any) -> MAPFConfig:
-        """The MAPFConfig inside `params` (subclasses may wrap it, e.g. with a level pool)."""
-        return params
-
     def reset_env(self, key: jax.Array, params: MAPFConfig) -> tuple[MAPFObs, MAPFState]:
         """A fresh level drawn from this env's own config."""
         k_gen, k_reset = jax.random.split(key)
@@ -135,7 +130,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         state = MAPFState(
             time=jnp.int32(0), level=level, pos=level.starts, frozen=frozen,
             arrival=jnp.where(frozen, 0, -1).astype(jnp.int32),
-            step_limit=step_limit(level, self.rule_config(params), self.cap.max_steps),
+            step_limit=step_limit(level, params, self.cap.max_steps),
             success=jnp.all(frozen | ~active), failed=jnp.bool_(False),
             violations=jnp.zeros(4, jnp.int32),
         )
@@ -237,6 +232,45 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         on = (lv.agent_mask() & state.frozen).astype(jnp.uint8)
         done = jnp.zeros((s, s), jnp.uint8).at[state.pos[:, 0], state.pos[:, 1]].max(on)
         return jnp.concatenate([self._planes(state), done[..., None]], -1)
+
+    # ------------------------------------------------------- multi-agent protocol
+    def agent_obs(self, obs: MAPFObs, state: MAPFState, with_global: bool = False) -> AgentObs:
+        """Each agent's network input: its local view, (goal vector, at-goal) and masks."""
+        vec = jnp.concatenate([obs.goal_vec, obs.at_goal[..., None].astype(jnp.float32)], -1)
+        return AgentObs(vec=vec, agent_mask=obs.agent_mask,
+                        acting=obs.agent_mask & ~obs.at_goal, view=obs.view,
+                        glob=self.global_state(state) if with_global else None)
+
+    def outcome(self, info: dict, terminated: jax.Array, truncated: jax.Array) -> jax.Array:
+        """Index into `CAUSES`: the violation that failed the episode, timeout, or 0."""
+        ran_out = truncated & ~info["success"]
+        return jnp.where(info["failed"], info["cause"],
+                         jnp.where(ran_out, TIMEOUT, 0)).astype(jnp.int32)
+
+    def episode_metrics(self, state: MAPFState) -> dict[str, jax.Array]:
+        """The paper's per-instance numbers of a finished episode (docs/rules.md costs).
+
+        valid: every agent on its goal with no violation; makespan / soc: -1 unless valid;
+        optimal: valid at the level's optimal makespan (the verifier's default cost; unknown
+        optima never count), optimal_soc: at its optimal sum of costs; isr: the share of the
+        level's agents on their goals at the end.
+        """
+        lv = state.level
+        active = lv.agent_mask()
+        on_goal = jnp.all(state.pos == lv.goals, -1) & active
+        valid = state.success & (state.violations.sum(-1) == 0)
+        arrival = jnp.where(active, state.arrival, 0)
+        makespan = jnp.where(valid, arrival.max(-1), -1).astype(jnp.int32)
+        soc = jnp.where(valid, arrival.sum(-1), -1).astype(jnp.int32)
+        opt_ms = valid & (lv.opt_makespan >= 0) & (makespan == lv.opt_makespan)
+        opt_soc = valid & (lv.opt_soc >= 0) & (soc == lv.opt_soc)
+        return {"valid": valid, "optimal": opt_ms, "optimal_makespan": opt_ms,
+                "optimal_soc": opt_soc, "isr": on_goal.sum(-1) / jnp.maximum(lv.n_agents, 1),
+                "makespan": makespan, "soc": soc, "n_agents": lv.n_agents, "size": lv.size}
+
+    def trace(self, state: MAPFState) -> jax.Array:
+        """What a recorded trajectory keeps per time step: positions [A, 2] int8."""
+        return state.pos.astype(jnp.int8)
 
     def sample_actions(self, key: jax.Array) -> jax.Array:
         """Uniformly random joint action [A]."""

@@ -14,14 +14,17 @@ Guarantees (tested): starts distinct, goals distinct, no start or goal on a hole
 another agent's start/goal, every goal reachable from its start; for 2 agents the stored
 optimal makespan, sum of costs and needs-wait label are exact and every level is solvable.
 For 3+ agents the label is the pair (A0, A1) label with the others ignored, an approximation;
-costs stay UNKNOWN until the exact solver (issue A2) labels a level.
+costs stay UNKNOWN (the exact solver, `jaxenv.mapf.solvers.cbs`, labels levels offline).
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
+from jaxenv import levels
 from jaxenv.mapf.config import MIN_SIZE, Capacity, MAPFConfig
 from jaxenv.mapf.grid import INF, bfs_distance, components, in_grid_mask
 from jaxenv.mapf.joint import solve_pair
@@ -159,21 +162,12 @@ def generate(key: jax.Array, cfg: MAPFConfig, cap: Capacity) -> Level:
                  needs_wait=wait.astype(jnp.int32))
 
 
-GEN_CHUNK = 4
-
-
-def generate_many(keys: jax.Array, cfgs: MAPFConfig, cap: Capacity,
-                  chunk: int = GEN_CHUNK) -> Level:
-    """One level per (key, config) row: keys [n], cfgs batched [n].
-
-    The generator runs BFS `while_loop`s; under one big `vmap` every lane waits for the
-    slowest level of the whole batch. Small vmapped chunks under `lax.map` measured 3-4x
-    faster on a 2-core CPU (512 10x10 levels with wait labels: 0.99 s vs 0.38 s).
-    """
-    return jax.lax.map(lambda kc: generate(kc[0], kc[1], cap), (keys, cfgs), batch_size=chunk)
+def generate_many(keys: jax.Array, cfgs: MAPFConfig, cap: Capacity) -> Level:
+    """One level per (key, config) row: keys [n], cfgs batched [n] (in vmapped chunks, see
+    `jaxenv.levels.generate_many`)."""
+    return levels.generate_many(partial(generate, cap=cap), keys, cfgs)
 
 
 def generate_batch(key: jax.Array, cfg: MAPFConfig, cap: Capacity, n: int) -> Level:
     """n levels from one (unbatched) config."""
-    cfgs = jax.tree.map(lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), cfg)
-    return generate_many(jax.random.split(key, n), cfgs, cap)
+    return levels.generate_batch(partial(generate, cap=cap), key, cfg, n)

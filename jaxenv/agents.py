@@ -1,0 +1,61 @@
+"""The multi-agent view of an environment: what a trainee needs, whatever the task.
+
+Every jaxenv environment is multi-agent in shape: actions are `[A]` ints, rewards `[A]` floats,
+and `agent_obs(obs, state)` gives each agent slot its network input (`AgentObs`) with masks.
+A single-agent gymnax environment becomes the `A = 1` case through `jaxenv.wrappers.SingleAgent`,
+so one trainer (`policy.make_train`) serves MAPF-FrozenLake, CartPole and what comes next.
+
+The protocol (`MultiAgentEnv`) is small on purpose:
+
+- `num_agents`, `num_actions`, `horizon` (static ints: agent slots, discrete actions per agent,
+  the longest episode, which sizes recorded trajectories);
+- `agent_obs(obs, state, with_global=False) -> AgentObs` (unbatched; vmap it);
+- `outcomes` (names of the ways an episode ends; index 0 is the task's success or normal end)
+  and `outcome(info, terminated, truncated) -> [] int32` (which one this ending was);
+- `episode_metrics(state) -> dict[str, []]` (per-episode numbers read at the end, e.g. MAPF's
+  valid/optimal/makespan) and `trace(state)` (what a recorded trajectory keeps per time step).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import jax
+from flax import struct
+
+
+@struct.dataclass
+class AgentObs:
+    """Per-agent network input of one environment (leading batch dims allowed).
+
+    vec: [..., A, F] float32 features; view: [..., A, V, V, C] local image or None;
+    glob: [..., S, S, C] whole-board input for a centralised critic, or None (not built);
+    agent_mask: [..., A] the slot holds an agent (value loss); acting: [..., A] its action has an
+    effect this step (policy loss and entropy; e.g. a MAPF agent frozen on its goal does not act).
+    """
+
+    vec: jax.Array
+    agent_mask: jax.Array
+    acting: jax.Array
+    view: jax.Array | None = None
+    glob: jax.Array | None = None
+
+
+@runtime_checkable
+class MultiAgentEnv(Protocol):
+    """What `policy` needs from an environment (see the module docstring)."""
+
+    num_agents: int
+    horizon: int
+    outcomes: tuple[str, ...]
+
+    @property
+    def num_actions(self) -> int: ...
+
+    def agent_obs(self, obs: Any, state: Any, with_global: bool = False) -> AgentObs: ...
+
+    def outcome(self, info: dict, terminated: jax.Array, truncated: jax.Array) -> jax.Array: ...
+
+    def episode_metrics(self, state: Any) -> dict[str, jax.Array]: ...
+
+    def trace(self, state: Any) -> Any: ...

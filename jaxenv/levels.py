@@ -1,0 +1,93 @@
+"""Levels in bulk: chunked generation and level pools, for any environment with levels.
+
+An environment with levels offers `generate(key, cfg) -> Level` (pure JAX) and
+`reset_to_level(key, level, cfg)`. Generators may run `while_loop`s (MAPF's BFS), and under one
+big `vmap` every lane waits for the slowest level of the whole batch, so `generate_many` maps
+small vmapped chunks with `lax.map` instead.
+
+A *pool* is a batch of pre-generated levels with a leading axis P. Resets that draw from a pool
+(`jaxenv.wrappers.PoolReset`) keep generation off the per-step hot path: gymnax computes a
+reset inside every `step`, and `vmap` turns that branch into a select, so a generating reset
+would run once per step per env. A *stage pool* (`stage_pool`) serves a batch of C configs:
+levels `[c*P/C, (c+1)*P/C)` come from config c, and level j is always drawn with key
+`split(key, P)[j]`, whichever device generates it, so a pool generated in shards and
+all-gathered equals the one-device pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxenv.batching import broadcast, take
+
+GEN_CHUNK = 4
+Generate = Callable[[jax.Array, Any], Any]
+
+
+def generate_many(generate: Generate, keys: jax.Array, cfgs: Any, chunk: int = GEN_CHUNK) -> Any:
+    """One level per (key, config) row: keys [n], cfgs batched [n] -> levels [n]."""
+    return jax.lax.map(lambda kc: generate(kc[0], kc[1]), (keys, cfgs), batch_size=chunk)
+
+
+def generate_batch(generate: Generate, key: jax.Array, cfg: Any, n: int) -> Any:
+    """n levels from one (unbatched) config."""
+    return generate_many(generate, jax.random.split(key, n), broadcast(cfg, n))
+
+
+@struct.dataclass
+class PoolParams:
+    """The params of a `PoolReset` env: its config and the slice of a shared pool it draws from.
+
+    When vmapping envs that share one pool, map `cfg`, `lo` and `count` and broadcast `pool`
+    (`PoolParams.in_axes()`), so the pool is held once, not once per env.
+    """
+
+    cfg: Any
+    pool: Any  # levels, leading axis P
+    lo: jax.Array  # [] first level of this env's slice
+    count: jax.Array  # [] levels in the slice
+
+    @staticmethod
+    def in_axes() -> PoolParams:
+        return PoolParams(cfg=0, pool=None, lo=0, count=0)
+
+    def sample(self, key: jax.Array) -> Any:
+        """A uniformly random level of this env's slice."""
+        return take(self.pool, self.lo + jax.random.randint(key, (), 0, self.count))
+
+
+def make_pool(env: Any, key: jax.Array, cfg: Any, size: int) -> PoolParams:
+    """`size` fresh levels from one (unbatched) config, as the params of a `PoolReset` env."""
+    pool = generate_batch(env.generate, key, cfg, size)
+    return PoolParams(cfg=cfg, pool=pool, lo=jnp.int32(0), count=jnp.int32(size))
+
+
+def stage_pool(env: Any, key: jax.Array, cfgs: Any, n_configs: int, pool_size: int, *,
+               shard: jax.Array | int = 0, n_shards: int = 1, axis: str | None = None) -> Any:
+    """`pool_size` levels [P] for a batch of C = `n_configs` configs; see the module docstring.
+
+    With `axis` (inside `shard_map`), each of the `n_shards` devices generates its contiguous
+    slice and the slices are all-gathered, so every device holds the whole pool.
+    """
+    per_cfg = pool_size // n_configs
+    local = pool_size // n_shards
+    idx = shard * local + jnp.arange(local)
+    keys = jax.random.split(key, pool_size)[idx]
+    levels = generate_many(env.generate, keys, take(cfgs, idx // per_cfg))
+    if axis is not None:
+        levels = jax.tree.map(lambda x: jax.lax.all_gather(x, axis, tiled=True), levels)
+    return levels
+
+
+def env_pool_params(cfgs: Any, pool: Any, env_cfg_idx: jax.Array, n_configs: int,
+                    pool_size: int) -> PoolParams:
+    """Per-env `PoolParams` [B] for envs running config `env_cfg_idx` [B] of a stage pool."""
+    per_cfg = pool_size // n_configs
+    return PoolParams(cfg=take(cfgs, env_cfg_idx), pool=pool,
+                      lo=(env_cfg_idx * per_cfg).astype(jnp.int32),
+                      count=jnp.full(env_cfg_idx.shape, per_cfg, jnp.int32))
