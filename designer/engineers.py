@@ -3,13 +3,21 @@
 `Engineer.propose(context) -> list[Proposal]`: candidates, best first, each a full set of
 valid values of the environment's `ConfigSpace`. Every engineer (fixed, domain randomisation,
 learnability sampling, random mutation, rules, an LLM) answers the same call with the same
-budget, so a comparison between them is fair.
+budget, so a comparison between them is fair. An engineer with `verified = True` has its
+candidates judged by the loop's verification and choice rule (`designer.verify`); `fixed` and
+`dr` take their own proposal as it is (their candidates are still scored, for the record).
+`context.verify(candidates)` scores configs with the current policy for engineers that search
+(learnability).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from designer.sampling import mutate_values, random_values
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,117 @@ class FixedEngineer:
     """The paper's baseline: the first config, kept for every stage."""
 
     name = "fixed"
+    verified = False
 
     def propose(self, context: Any) -> list[Proposal]:
         return [Proposal(values=dict(context.current), rationale="fixed config",
                          source=self.name)]
+
+
+class RandomEngineer:
+    """Domain randomisation: a fresh uniform config from the space every stage.
+
+    Unverified on purpose (`verified = False`): DR takes whatever it draws; verifying random
+    draws is the `learnability` engineer.
+    """
+
+    name = "dr"
+    verified = False
+
+    def __init__(self, seed: int = 0):
+        self.rng = np.random.default_rng([seed, 0xD2])
+
+    def propose(self, context: Any) -> list[Proposal]:
+        return [Proposal(values=random_values(context.space, self.rng, context.current),
+                         rationale="uniform random config (domain randomisation)",
+                         source=self.name)]
+
+
+class LearnabilityEngineer:
+    """SFL-style: sample many random configs, verify them all, keep the most learnable."""
+
+    name = "learnability"
+    verified = True
+
+    def __init__(self, seed: int = 0, samples: int = 32, n: int = 4):
+        self.rng = np.random.default_rng([seed, 0x5F1])
+        self.samples, self.n = samples, n
+
+    def propose(self, context: Any) -> list[Proposal]:
+        cands = [random_values(context.space, self.rng, context.current)
+                 for _ in range(self.samples)]
+        scores = context.verify(cands)
+        order = sorted(range(len(cands)), key=lambda i: -scores[i].learnability)
+        return [Proposal(values=cands[i], source=self.name,
+                         rationale=f"random config with learnability "
+                                   f"{scores[i].learnability:.3f} (success "
+                                   f"{scores[i].success:.3f}) among {self.samples} sampled")
+                for i in order[:self.n]]
+
+
+class MutateEngineer:
+    """ACCEL-style: small random edits of the current config, verified like the LLM's."""
+
+    name = "mutate"
+    verified = True
+
+    def __init__(self, seed: int = 0, n: int = 4):
+        self.rng = np.random.default_rng([seed, 0xACE])
+        self.n = n
+
+    def propose(self, context: Any) -> list[Proposal]:
+        return [Proposal(values=mutate_values(context.space, self.rng, context.current),
+                         rationale="random small edit of the current config", source=self.name)
+                for _ in range(self.n)]
+
+
+class RulesEngineer:
+    """A hand-written curriculum driven by F (and the fallback when an LLM fails).
+
+    Training success above `high`: harder (weight moves to larger maps, holes up); below `low`:
+    easier (weight to smaller maps, holes down); in between: map-size weight follows where the
+    validation split fails, and if conflicts are a large share of failures, the wait ratio
+    rises (levels that teach yielding). The result is projected onto the space.
+    """
+
+    name = "rules"
+    verified = True
+
+    def __init__(self, low: float = 0.3, high: float = 0.8, step: float = 0.05):
+        self.low, self.high, self.step = low, high, step
+
+    def propose(self, context: Any) -> list[Proposal]:
+        space, cur = context.space, context.current
+        edit: dict[str, Any] = {}
+        why = []
+        p = float(context.train.get("success_rate", 0.5))
+        sizes = space["size_weights"].keys or ()
+        w = np.asarray(cur["size_weights"], float)
+        idx = np.arange(len(w), dtype=float) / max(len(w) - 1, 1)
+        f = context.failures
+        if p > self.high:
+            w = w * (0.5 + idx)
+            edit["hole_ratio"] = [h + self.step for h in cur["hole_ratio"]]
+            why.append(f"training success {p:.0%} is high: larger maps, more holes")
+        elif p < self.low:
+            w = w * (1.5 - idx)
+            edit["hole_ratio"] = [h - self.step for h in cur["hole_ratio"]]
+            why.append(f"training success {p:.0%} is low: smaller maps, fewer holes")
+        elif f is not None and f.causes_by_size:
+            fail = np.asarray([sum(f.causes_by_size.get(int(s), {}).values()) for s in sizes],
+                              float)
+            if fail.sum() > 0:
+                w = 0.5 * w / w.sum() + 0.5 * fail / fail.sum()
+                why.append("size weights follow the validation failures")
+        edit["size_weights"] = list(w / max(w.sum(), 1e-12))
+        if f is not None and space["wait_ratio"].editable:
+            tot = {c: sum(d.get(c, 0) for d in f.causes_by_size.values()) for c in
+                   ("vertex", "edge", "hole", "oob", "timeout")}
+            n = max(sum(tot.values()), 1)
+            if (tot["vertex"] + tot["edge"]) / n > 0.3:
+                edit["wait_ratio"] = [r + 2 * self.step for r in cur["wait_ratio"]]
+                why.append("conflicts are over 30% of failures: more levels that need waits")
+        values, adjustments = space.project(edit, cur)
+        return [Proposal(values=values, rationale="; ".join(why) or "keep the mix",
+                         source=self.name,
+                         adjustments=tuple(a.model_dump() for a in adjustments))]

@@ -23,7 +23,8 @@ from policy.rollout import Transition
 Psum = Callable[[Any], Any]
 
 
-def make_optimizer(lr: float, max_grad_norm: float, adam_eps: float) -> optax.GradientTransformation:
+def make_optimizer(lr: float, max_grad_norm: float,
+                   adam_eps: float) -> optax.GradientTransformation:
     """Adam behind global-norm clipping; non-finite steps are skipped (never applied)."""
     inner = optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(lr, eps=adam_eps))
     return optax.apply_if_finite(inner, max_consecutive_errors=2**30)

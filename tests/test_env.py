@@ -8,8 +8,8 @@ import numpy as np
 
 from jaxenv.levels import make_pool
 from jaxenv.mapf import Capacity, MAPFFrozenLake, make_level
-from jaxenv.wrappers import PoolReset
 from jaxenv.mapf.rules import DOWN, LEFT, RIGHT, STAY, UP
+from jaxenv.wrappers import PoolReset
 
 CAP = Capacity(max_size=6, max_agents=3, view_radius=2, max_steps=20, label_waits=False)
 ENV = MAPFFrozenLake(CAP)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import mapf_policies
 import numpy as np
 import pytest
 
@@ -28,29 +29,12 @@ def evaluator(env):
     return Evaluator(env, NET)
 
 
-def _zero(env):
-    return jax.tree.map(jnp.zeros_like, init_params(NET, env, jax.random.PRNGKey(0)))
-
-
 def constant_policy(env, action: int):
-    p = _zero(env)["params"]
-    return {"params": {**p, "pi": {**p["pi"], "bias": jnp.zeros(5).at[action].set(10.0)}}}
+    return mapf_policies.constant_policy(NET, env, action)
 
 
 def toward_goal_policy(env):
-    """Greedy on the goal vector: logits of down/up/right/left = 100 * (dr+, dr-, dc+, dc-)."""
-    p = _zero(env)["params"]
-    view = (2 * CAP.view_radius + 1) ** 2 * 4  # the vec features follow the flat view
-    t0 = p["torso0"]["kernel"]
-    t0 = t0.at[view, 0].set(1.0).at[view, 1].set(-1.0)  # dr (goal row - row) / S
-    t0 = t0.at[view + 1, 2].set(1.0).at[view + 1, 3].set(-1.0)  # dc
-    t1 = p["torso1"]["kernel"].at[jnp.arange(4), jnp.arange(4)].set(1.0)
-    pi = p["pi"]["kernel"]
-    pi = pi.at[0, DOWN].set(100.0).at[1, UP].set(100.0)
-    pi = pi.at[2, RIGHT].set(100.0).at[3, LEFT].set(100.0)
-    return {"params": {**p, "torso0": {**p["torso0"], "kernel": t0},
-                       "torso1": {**p["torso1"], "kernel": t1},
-                       "pi": {**p["pi"], "kernel": pi}}}
+    return mapf_policies.toward_goal_policy(NET, env)
 
 
 def level(n, starts, goals, holes=(), ms=-1, soc=-1):

@@ -99,8 +99,8 @@ def test_ppo_clip_stops_the_gradient_outside_the_trust_region():
 @pytest.mark.parametrize("torso,critic", [("mlp", "ippo"), ("conv", "mappo")])
 def test_network_shares_parameters_across_agents(torso, critic):
     """Params made for 2 agent slots run on 5, and permuting agents permutes the outputs."""
-    from jaxenv.mapf import Capacity, MAPFFrozenLake
     from jaxenv.agents import AgentObs
+    from jaxenv.mapf import Capacity, MAPFFrozenLake
     from policy.network import ActorCritic, init_params
 
     net = ActorCritic(hidden=16, torso=torso, conv_features=4, critic=critic)

@@ -73,10 +73,11 @@ def test_env_step_is_the_auto_reset_wrapper():
     cfg = ENV.default_params
     _, s0 = ENV.reset(jax.random.key(0), cfg)
     a, b = s0, s0
+    auto = AutoReset(ENV)
     for t in range(20):
         act = ENV.sample_actions(jax.random.key(t))
         _, a, ra, *_ = ENV.step(jax.random.key(100 + t), a, act, cfg)
-        _, b, rb, *_ = AutoReset(ENV).step(jax.random.key(100 + t), b, act, cfg)
+        _, b, rb, *_ = auto.step(jax.random.key(100 + t), b, act, cfg)
         assert jax.tree.all(jax.tree.map(lambda x, y: bool(jnp.array_equal(x, y)), a, b))
 
 

@@ -1,0 +1,137 @@
+"""Fast verification: every candidate config played by the current policy, in one jitted call.
+
+`Verifier.score(params, candidates, current, key)` stacks the candidates into one batched config
+pytree, padded to a fixed `k` (so after the first call verification never recompiles, whatever
+the values), generates `episodes` fresh levels from each candidate and plays them with the
+current policy (`policy.evaluate.Evaluator`, greedy, inside the same jit). Per candidate:
+
+- success p: the share of valid episodes (the env's `valid` metric, else outcome 0);
+- learnability p(1 - p): highest where the policy succeeds about half the time, the stages
+  that teach most (SFL, Rutherford et al. 2024);
+- coverage: for each editable simplex knob with target keys (e.g. the held-out set's map sizes),
+  the share of those keys the candidate gives at least `min_share` of its weight; multiplied;
+- distance: the mean normalised change from the current config (0 same, 1 opposite bounds).
+
+`choose(scores)`, the documented choice rule: never a candidate with success above `ceiling`
+(a trivial stage) or below `floor` (a hopeless one); among the rest the highest learnability,
+where learnabilities within `tie` of the best count as equal and the proposer's order decides;
+if no candidate is inside [floor, ceiling], keep the current config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import jax
+import numpy as np
+
+from policy.evaluate import Evaluator
+
+
+@dataclass(frozen=True)
+class Score:
+    success: float
+    learnability: float
+    coverage: float
+    distance: float
+    episodes: int
+    outcomes: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Choice:
+    index: int | None  # the chosen candidate, None: keep the current config
+    reason: str
+
+
+def distance(space: Any, a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """Mean normalised change over editable knobs (simplex: total variation distance)."""
+    parts = []
+    for k in space.knobs:
+        if not k.editable:
+            continue
+        x, y = np.atleast_1d(np.asarray(a[k.name])), np.atleast_1d(np.asarray(b[k.name]))
+        if k.kind == "simplex":
+            parts.append(0.5 * float(np.abs(x.astype(float) - y.astype(float)).sum()))
+        elif k.kind in ("float", "int"):
+            span = max(float(k.high) - float(k.low), 1e-12)
+            parts.append(float(np.mean(np.abs(x.astype(float) - y.astype(float)))) / span)
+        else:
+            parts.append(float(np.mean(x != y)))
+    return float(np.mean(parts)) if parts else 0.0
+
+
+def coverage(space: Any, values: Mapping[str, Any], targets: Mapping[str, Sequence[str]],
+             min_share: float = 0.02) -> float:
+    """Product over editable simplex knobs in `targets` of the share of target keys covered."""
+    out = 1.0
+    for name, keys in targets.items():
+        k = space[name]
+        if not k.editable or not keys:
+            continue
+        w = dict(zip(k.keys or (), values[name]))
+        out *= float(np.mean([w.get(key, 0.0) >= min_share for key in keys]))
+    return out
+
+
+class Verifier:
+    """Scores candidate configs with the current policy (see the module docstring)."""
+
+    def __init__(self, env: Any, network: Any, *, k: int = 8, episodes: int = 1024,
+                 floor: float = 0.05, ceiling: float = 0.95, tie: float = 0.01,
+                 targets: Mapping[str, Sequence[str]] | None = None):
+        if not 0.0 <= floor < ceiling <= 1.0:
+            raise ValueError(f"need 0 <= floor < ceiling <= 1, got {floor}, {ceiling}")
+        self.evaluator = Evaluator(env, network, record=False)
+        self.space = self.evaluator.env.config_space
+        self.k, self.episodes = k, episodes
+        self.floor, self.ceiling, self.tie = floor, ceiling, tie
+        self.targets = dict(targets or {})
+
+    @property
+    def compiled(self) -> int:
+        """How many programs the verification jit holds (1 after warm-up, never more)."""
+        return self.evaluator._cfgs._cache_size()
+
+    def score(self, params: Any, candidates: Sequence[Mapping[str, Any]],
+              current: Mapping[str, Any], key: jax.Array) -> list[Score]:
+        """One `Score` per candidate, in order (chunks of `k` per jitted call)."""
+        out: list[Score] = []
+        for start in range(0, len(candidates), self.k):
+            chunk = [self.space.validate(c) for c in candidates[start:start + self.k]]
+            padded = chunk + [chunk[0]] * (self.k - len(chunk))
+            res = self.evaluator(params, self.space.stack(padded),
+                                 jax.random.fold_in(key, start), n_per_config=self.episodes)
+            res = res.numpy()
+            ok = res.metrics.get("valid", res.outcome == 0)
+            ok = ok.reshape(self.k, self.episodes)
+            outcome = res.outcome.reshape(self.k, self.episodes)
+            for i, values in enumerate(chunk):
+                p = float(ok[i].mean())
+                out.append(Score(
+                    success=p, learnability=p * (1.0 - p),
+                    coverage=coverage(self.space, values, self.targets),
+                    distance=distance(self.space, values, current), episodes=self.episodes,
+                    outcomes={name: float((outcome[i] == j).mean())
+                              for j, name in enumerate(res.outcome_names) if j}))
+        return out
+
+    def choose(self, scores: Sequence[Score]) -> Choice:
+        """The choice rule of the module docstring."""
+        inside = [i for i, s in enumerate(scores) if self.floor <= s.success <= self.ceiling]
+        if not inside:
+            return Choice(None, f"no candidate's success is inside [{self.floor}, "
+                                f"{self.ceiling}] (got {[round(s.success, 3) for s in scores]});"
+                                " keeping the current config")
+        best = max(scores[i].learnability for i in inside)
+        pick = min(i for i in inside if scores[i].learnability >= best - self.tie)
+        s = scores[pick]
+        return Choice(pick, f"candidate {pick}: success {s.success:.3f} inside "
+                            f"[{self.floor}, {self.ceiling}], learnability {s.learnability:.3f} "
+                            f"(best {best:.3f}, ties within {self.tie} go to the proposer's "
+                            "order)")

@@ -1,0 +1,35 @@
+"""Scripted MAPF policies as parameters of the shared actor-critic (for tests)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from policy.network import ActorCritic, init_params
+
+STAY, UP, DOWN, LEFT, RIGHT = range(5)
+
+
+def zero_params(net: ActorCritic, env) -> dict:
+    return jax.tree.map(jnp.zeros_like, init_params(net, env, jax.random.PRNGKey(0)))
+
+
+def constant_policy(net: ActorCritic, env, action: int) -> dict:
+    p = zero_params(net, env)["params"]
+    return {"params": {**p, "pi": {**p["pi"], "bias": jnp.zeros(5).at[action].set(10.0)}}}
+
+
+def toward_goal_policy(net: ActorCritic, env) -> dict:
+    """Greedy on the goal vector: logits of down/up/right/left = 100 * (dr+, dr-, dc+, dc-)."""
+    p = zero_params(net, env)["params"]
+    view = (2 * env.cap.view_radius + 1) ** 2 * 4  # the vec features follow the flat view
+    t0 = p["torso0"]["kernel"]
+    t0 = t0.at[view, 0].set(1.0).at[view, 1].set(-1.0)  # dr (goal row - row) / S
+    t0 = t0.at[view + 1, 2].set(1.0).at[view + 1, 3].set(-1.0)  # dc
+    t1 = p["torso1"]["kernel"].at[jnp.arange(4), jnp.arange(4)].set(1.0)
+    pi = p["pi"]["kernel"]
+    pi = pi.at[0, DOWN].set(100.0).at[1, UP].set(100.0)
+    pi = pi.at[2, RIGHT].set(100.0).at[3, LEFT].set(100.0)
+    return {"params": {**p, "torso0": {**p["torso0"], "kernel": t0},
+                       "torso1": {**p["torso1"], "kernel": t1},
+                       "pi": {**p["pi"], "kernel": pi}}}
