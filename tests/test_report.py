@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxenv.mapf.benchmark.report import format_markdown, format_text, make_table
+from jaxenv.mapf.benchmark.heldout import load_split
+from jaxenv.mapf.benchmark.report import UNKNOWN_SPLIT, format_markdown, format_text, make_table
 from jaxenv.mapf.plans import CHECKS
 
 
@@ -29,12 +30,15 @@ def test_hand_table():
     assert t.subset_all[0.5].valid == 50.0 and t.subset_all[0.5].n == 2
     assert t.overall.n == 7 and t.overall.valid == pytest.approx(400 / 7)
     md = format_markdown(t, title="demo")
+    assert md.splitlines()[0] == "### demo · split: unknown (7 instances)"
     assert "| 3 | 100.00 / 50.00 | 25.00 / 0.00 | **62.50 / 25.00** |" in md
     assert "| 4 | - | 100.00 / 100.00 | **100.00 / 100.00** |" in md
     assert "wr 0.25" in md and "overall (7 instances)" in md
     txt = format_text(t)
     assert "62.50 / 25.00" in txt and "3x3" in txt
+    assert txt.splitlines()[0] == "split: unknown (7 instances)"
     d = t.to_dict()
+    assert d["split"] == t.split == UNKNOWN_SPLIT
     assert d["mean_over_sizes"]["3"]["valid"] == pytest.approx(62.5)
     assert d["by_subset"]["3"]["0.75"]["n"] == 3
 
@@ -71,3 +75,23 @@ def test_aggregates_are_consistent(rows):
             sel = (agents == k) & np.isclose(subset, r)
             assert c.n == sel.sum() and c.optimal == pytest.approx(100 * opt[sel].mean())
             assert c.optimal <= c.valid
+
+
+def test_tables_name_their_split():
+    """Every rendering says which split the numbers come from, so a validation (tuning)
+    number is never read as a published held-out one."""
+    lv, meta = load_split("validation", agents=[3], sizes=[3, 4])
+    valid = np.arange(len(meta["index"])) % 2 == 0
+    t = make_table(valid, valid & meta["needs_wait"], meta["agents"], meta["size"],
+                   meta["subset"], split=meta["split"])
+    assert t.split == "validation" and t.to_dict()["split"] == "validation"
+    assert format_markdown(t).splitlines()[0] == "### split: validation (60 instances)"
+    assert format_markdown(t, "stage 2").splitlines()[0] == (
+        "### stage 2 · split: validation (60 instances)")
+    assert format_text(t).splitlines()[0] == "split: validation (60 instances)"
+    h = make_table([1], [1], [3], [3], [0.25], split="heldout")
+    assert "split: heldout" in format_markdown(h).splitlines()[0]
+    assert "validation" not in format_markdown(h) + format_text(h)
+    for bad in ("", "held out", "a\nb", None, 3):
+        with pytest.raises(ValueError, match="split must be"):
+            make_table([1], [1], [3], [3], [0.25], split=bad)

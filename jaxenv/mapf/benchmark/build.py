@@ -1,12 +1,18 @@
-"""Build the frozen held-out MAPF-FrozenLake benchmark (``jaxenv/data/heldout_v1.npz``).
+"""Build the frozen MAPF-FrozenLake splits (``jaxenv/data/heldout_v1.npz``, ``validation_v1.npz``).
 
 The command line is ``scripts/make_benchmark.py`` (a thin wrapper of `main`).
+
+Splits (``jaxenv.mapf.benchmark.heldout.SPLITS``): ``heldout`` (seed 20260617, 50 per cell,
+3,150 instances; the numbers we publish) and ``validation`` (seed 20260618, 10 per cell, 630
+instances; what the engineer is tuned on). Same structure, same code path; only the seed, the
+per-cell count and the exclusions differ.
 
 Independent of the training code: numpy's RNG and the exact CBS solver
 (``jaxenv.mapf.solvers.cbs.solve``), never the JAX generator.
 
 Structure (the paper's): 3 agents on sizes 3-10, 4 agents on 4-10, 5 agents on 5-10; wait-ratio
-subsets 0.25 / 0.50 / 0.75; 50 instances per (agents, size, subset): 3,150 instances.
+subsets 0.25 / 0.50 / 0.75; ``per_cell`` instances per (agents, size, subset): 21 blocks x 3
+subsets x per_cell.
 
 One *block* per (agents k, size n), seeded by ``numpy.random.default_rng([seed, k, n])``; its
 three subsets are filled in order from that one stream, so a block regenerates on its own (the
@@ -19,10 +25,10 @@ lowest cell index) as starts and goals, so every goal is reachable and no start 
 a hole or on another agent's start or goal (the same rules as the training generator). The
 realised ratio follows from the stored holes (3x3 maps with 3 agents cap it at 3/9).
 
-Wait labels: subset r asks for round-half-alternating(r * 50) instances whose every
-SoC-optimal plan needs a wait (``Solution.needs_wait``; see ``jaxenv.mapf.solvers.cbs``), the
-rest none. Candidates are drawn until both quotas are full; labelled instances whose quota
-is full are dropped.
+Wait labels: subset r asks for round-half-alternating(r * per_cell) instances (`wait_quota`:
+12/13, 25, 37/38 of 50; 2/3, 5, 7/8 of 10) whose every SoC-optimal plan needs a wait
+(``Solution.needs_wait``; see ``jaxenv.mapf.solvers.cbs``), the rest none. Candidates are
+drawn until both quotas are full; labelled instances whose quota is full are dropped.
 Waiting instances are rare on large open maps, so with probability
 ``CROSSING_SHARE * remaining_wait / remaining_total`` (CROSSING_SHARE = 0.5, so at least half
 of the candidates stay random layouts and natural waits keep a fair share) a candidate is a
@@ -30,6 +36,12 @@ of the candidates stay random layouts and natural waits keep a fair share) a can
 one cell at the same time (their shortest paths are unique and collide, which needs a wait
 unless something else intervenes); holes avoid the two segments. Only the CBS label decides
 the subset. Duplicates within a block are dropped.
+
+Disjointness: a split with ``disjoint_from`` (validation: the held-out split) drops, before
+solving, every candidate equal to an instance of those shipped splits (same holes and the same
+(start, goal) pairs in any agent order: ``heldout.instance_key``); the shipped file's instance
+checksum is verified first. The stream goes on with the next candidate, so the skip is
+deterministic; its count is the extra ``excluded`` column of that split's ``block_stats``.
 
 Determinism: CBS runs with node/state budgets only (no time limit); instances over budget
 are skipped (counted in ``block_stats``). ``cbs.solve`` alternates its searches in turns
@@ -45,6 +57,8 @@ Usage::
 
     python scripts/make_benchmark.py                      # write jaxenv/data/heldout_v1.npz
     python scripts/make_benchmark.py --check              # regenerate, compare with the file
+    python scripts/make_benchmark.py --split validation   # write jaxenv/data/validation_v1.npz
+    python scripts/make_benchmark.py --split validation --check
     python scripts/make_benchmark.py --agents 3 --sizes 3 4 --out /tmp/slice.npz
 """
 
@@ -57,19 +71,31 @@ import os
 import time
 import zipfile
 from collections import deque
+from collections.abc import Collection
+from fractions import Fraction
 from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 
-from jaxenv.mapf.benchmark.heldout import content_sha256, data_path
+from jaxenv.mapf.benchmark.heldout import (
+    HELDOUT,
+    SPLITS,
+    SplitSpec,
+    content_sha256,
+    data_path,
+    instance_key,
+    instance_keys,
+    load_arrays,
+    split_spec,
+)
 from jaxenv.mapf.solvers import cbs
 
 VERSION = 1
-SEED = 20260617
+SEED = SPLITS[HELDOUT].seed
 AGENT_SIZES = {3: tuple(range(3, 11)), 4: tuple(range(4, 11)), 5: tuple(range(5, 11))}
 SUBSETS = (0.25, 0.50, 0.75)
-PER_CELL = 50
+PER_CELL = SPLITS[HELDOUT].per_cell
 HOLE_RANGE = (0.1, 0.5)
 # CBS budgets: a cheap first try, then the full budget (both deterministic, no time limit).
 STAGES = ((200, 20_000), (3_000, 60_000))
@@ -80,14 +106,16 @@ DEFAULT_OUT = data_path()
 RANDOM, CROSSING = 0, 1
 
 
-def wait_quota(subset_index: int, k: int, n: int) -> int:
-    """Waiting instances wanted in one (k, n, subset) cell: r * 50, halves alternating up and
-    down over the blocks so each subset's overall share stays at r (12/13 for r = 0.25)."""
-    exact = SUBSETS[subset_index] * PER_CELL
-    lo = int(np.floor(exact))
-    if exact == lo:
-        return lo
-    return lo + (k + n) % 2
+def wait_quota(subset_index: int, k: int, n: int, per_cell: int = PER_CELL) -> int:
+    """Waiting instances wanted in one (k, n, subset) cell: r * per_cell rounded to the
+    nearest, a half alternating up and down over the blocks ((k + n) odd: up) so each subset's
+    overall share stays at r (12/13 of 50 or 2/3 of 10 for r = 0.25)."""
+    exact = Fraction(str(SUBSETS[subset_index])) * per_cell  # exact: no float ties
+    lo = exact.numerator // exact.denominator
+    frac = exact - lo
+    if frac == Fraction(1, 2):
+        return lo + (k + n) % 2
+    return lo + int(frac > Fraction(1, 2))
 
 
 def _largest_component(free: np.ndarray) -> np.ndarray:
@@ -187,18 +215,24 @@ def solve_staged(holes: np.ndarray, starts: np.ndarray, goals: np.ndarray):
     raise AssertionError("unreachable")
 
 
-def generate_block(k: int, n: int, seed: int = SEED) -> dict[str, object]:
-    """All three subsets of one (agents, size) block, in a plain dict of lists."""
+def generate_block(k: int, n: int, seed: int = SEED, per_cell: int = PER_CELL,
+                   exclude: frozenset[bytes] = frozenset()) -> dict[str, object]:
+    """All three subsets of one (agents, size) block, in a plain dict of lists.
+
+    ``exclude``: `instance_key`s of instances another split already holds; such candidates
+    are skipped (counted as ``excluded``) so the splits stay disjoint.
+    """
     rng = np.random.default_rng([seed, k, n])
     out: dict[str, list] = {key: [] for key in (
         "holes", "starts", "goals", "soc", "makespan", "needs_wait", "paths", "kind",
         "subset_index")}
     seen: set[bytes] = set()
     stats = {"attempts": 0, "skipped_budget": 0, "unsolvable": 0, "rejected_layout": 0,
-             "duplicates": 0, "seconds": 0.0}
+             "duplicates": 0, "excluded": 0, "seconds": 0.0}
     t0 = time.perf_counter()
     for si in range(len(SUBSETS)):
-        want = {True: wait_quota(si, k, n), False: PER_CELL - wait_quota(si, k, n)}
+        quota = wait_quota(si, k, n, per_cell)
+        want = {True: quota, False: per_cell - quota}
         attempts = 0
         while want[True] or want[False]:
             attempts += 1
@@ -216,6 +250,9 @@ def generate_block(k: int, n: int, seed: int = SEED) -> dict[str, object]:
                 np.int8).tobytes()
             if key in seen:
                 stats["duplicates"] += 1
+                continue
+            if exclude and instance_key(holes, starts, goals) in exclude:
+                stats["excluded"] += 1
                 continue
             try:
                 sol = solve_staged(holes, starts, goals)
@@ -245,7 +282,14 @@ def generate_block(k: int, n: int, seed: int = SEED) -> dict[str, object]:
 STAT_KEYS = ("attempts", "skipped_budget", "unsolvable", "rejected_layout", "duplicates")
 
 
-def assemble(blocks: list[dict[str, object]], seed: int) -> dict[str, np.ndarray]:
+def stat_keys(spec: SplitSpec) -> tuple[str, ...]:
+    """The ``block_stats`` columns after (agents, size): ``excluded`` only for a split that
+    must avoid others (the held-out file's layout predates it and may not change)."""
+    return STAT_KEYS + ("excluded",) if spec.disjoint_from else STAT_KEYS
+
+
+def assemble(blocks: list[dict[str, object]], seed: int,
+             stat_names: tuple[str, ...] = STAT_KEYS) -> dict[str, np.ndarray]:
     """Padded arrays of all instances, blocks in (agents, size) order."""
     rows = []
     blocks = sorted(blocks, key=lambda b: (b["k"], b["n"]))
@@ -287,8 +331,8 @@ def assemble(blocks: list[dict[str, object]], seed: int) -> dict[str, np.ndarray
     arr["version"] = np.int32(VERSION)
     arr["seed"] = np.int64(seed)
     arr["budget"] = np.asarray(STAGES, np.int64)
-    # per block: agents, size, then STAT_KEYS (deterministic counts; no timings)
-    arr["block_stats"] = np.asarray([[b["k"], b["n"]] + [b["stats"][key] for key in STAT_KEYS]
+    # per block: agents, size, then stat_names (deterministic counts; no timings)
+    arr["block_stats"] = np.asarray([[b["k"], b["n"]] + [b["stats"][key] for key in stat_names]
                                      for b in blocks], np.int64)
     return arr
 
@@ -330,14 +374,38 @@ def check_witnesses(shipped: dict[str, np.ndarray], arrays: dict[str, np.ndarray
     return bad, differ
 
 
-def _block_job(args: tuple[int, int, int]) -> dict[str, object]:
-    k, n, seed = args
-    return generate_block(k, n, seed)
+def exclusion_keys(spec: SplitSpec) -> dict[tuple[int, int], frozenset[bytes]]:
+    """Per (agents, size) block, the `instance_key`s of the shipped splits that ``spec`` must
+    avoid; each file's instance checksum is verified first, so the exclusions are frozen too."""
+    keys: dict[tuple[int, int], set[bytes]] = {}
+    for other in map(split_spec, spec.disjoint_from):
+        arrays = load_arrays(split=other.name)
+        if content_sha256(arrays, "instances") != other.instances_sha256:
+            raise RuntimeError(f"{data_path(other.name)} does not match its instance checksum; "
+                               f"the {spec.name} split cannot be built disjoint from it")
+        for i, key in enumerate(instance_keys(arrays)):
+            block = (int(arrays["n_agents"][i]), int(arrays["size"][i]))
+            keys.setdefault(block, set()).add(key)
+    return {block: frozenset(v) for block, v in keys.items()}
 
 
-def build(agents=None, sizes=None, seed: int = SEED, workers: int = 1, verbose: bool = False):
-    """Arrays of the requested blocks (all by default) and the per-block stats."""
-    jobs = [(k, n, seed) for k, ns in AGENT_SIZES.items() for n in ns
+def _block_job(args: tuple[int, int, int, int, frozenset[bytes]]) -> dict[str, object]:
+    k, n, seed, per_cell, exclude = args
+    return generate_block(k, n, seed, per_cell, exclude)
+
+
+def build(agents: Collection[int] | None = None, sizes: Collection[int] | None = None,
+          seed: int | None = None, workers: int = 1, verbose: bool = False,
+          split: str = HELDOUT) -> tuple[dict[str, np.ndarray], dict[tuple[int, int], dict]]:
+    """Arrays of the requested blocks (all by default) of a split and the per-block stats.
+
+    ``seed`` defaults to the split's own (another seed builds an experimental variant; the
+    exclusions still apply)."""
+    spec = split_spec(split)
+    seed = spec.seed if seed is None else seed
+    excl = exclusion_keys(spec) if spec.disjoint_from else {}
+    jobs = [(k, n, seed, spec.per_cell, excl.get((k, n), frozenset()))
+            for k, ns in AGENT_SIZES.items() for n in ns
             if (agents is None or k in agents) and (sizes is None or n in sizes)]
     if not jobs:
         raise ValueError("no (agents, size) block selected")
@@ -351,21 +419,30 @@ def build(agents=None, sizes=None, seed: int = SEED, workers: int = 1, verbose: 
     if verbose:
         for b in sorted(blocks, key=lambda b: (b["k"], b["n"])):
             print(f"  agents {b['k']} size {b['n']:2d}: {b['stats']}", flush=True)
-    return assemble(blocks, seed), {(b["k"], b["n"]): b["stats"] for b in blocks}
+    return (assemble(blocks, seed, stat_keys(spec)),
+            {(b["k"], b["n"]): b["stats"] for b in blocks})
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--split", choices=tuple(SPLITS), default=HELDOUT,
+                    help="which frozen split to build (seed, instances per cell, file)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default: the split's shipped file under jaxenv/data/")
+    ap.add_argument("--seed", type=int, default=None, help="default: the split's seed")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--agents", type=int, nargs="*")
     ap.add_argument("--sizes", type=int, nargs="*")
     ap.add_argument("--check", action="store_true",
                     help="regenerate and compare with --out instead of writing it")
     args = ap.parse_args(argv)
+    out = args.out or data_path(args.split)
+    seed = SPLITS[args.split].seed if args.seed is None else args.seed
+    print(f"split {args.split}: seed {seed}, "
+          f"{SPLITS[args.split].per_cell} per cell", flush=True)
     t0 = time.perf_counter()
-    arrays, _ = build(args.agents, args.sizes, args.seed, args.workers, verbose=True)
+    arrays, _ = build(args.agents, args.sizes, args.seed, args.workers, verbose=True,
+                      split=args.split)
     secs = time.perf_counter() - t0
     digest = content_sha256(arrays, "instances")
     wait = arrays["needs_wait"].astype(bool)
@@ -376,20 +453,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  subset {r:.2f}: {sel.sum()} instances, needs-wait share "
               f"{wait[sel].mean():.4f}")
     if args.check:
-        with np.load(args.out) as f:
+        with np.load(out) as f:
             shipped = {name: f[name] for name in f.files}
         same = content_sha256(shipped, "instances") == digest
         print(("instances, costs and labels match " if same else "instances DIFFER from ")
-              + str(args.out))
+              + str(out))
         if same:
             bad, differ = check_witnesses(shipped, arrays)
             print(f"plan witnesses: {differ} differ from the shipped ones (another optimal "
                   f"plan: the solver changed), {bad} not valid and SoC-optimal")
             same = bad == 0
         return 0 if same else 1
-    write_npz(args.out, arrays)
-    print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB), file sha256 "
-          f"{hashlib.sha256(args.out.read_bytes()).hexdigest()}")
+    write_npz(out, arrays)
+    print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB), file sha256 "
+          f"{hashlib.sha256(out.read_bytes()).hexdigest()}")
     return 0
 
 

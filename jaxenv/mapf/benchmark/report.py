@@ -1,6 +1,7 @@
 """The paper's results table from per-instance evaluation results.
 
-``make_table(valid, optimal, agents, size, subset)`` aggregates per-instance flags into:
+``make_table(valid, optimal, agents, size, subset, split=...)`` aggregates per-instance flags
+into:
 
 - valid % and optimal % per agent count × map size, and their **mean over sizes** (the
   unweighted mean of the per-size percentages, as the paper reports "mean over map sizes");
@@ -9,15 +10,24 @@
   failing each check per agent count × size: the failure breakdown the engineer reads.
 
 ``format_markdown(table)`` / ``format_text(table)`` print it; ``Table.to_dict()`` logs it.
+
+Every table carries the name of the split it was computed on (``validation``: tuning;
+``heldout``: the published numbers) and prints it in its first line, so a tuning number is
+never mistaken for a reported one. A caller that does not say gets ``UNKNOWN_SPLIT``, which is
+printed as such.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from jaxenv.mapf.plans import CHECKS
+
+UNKNOWN_SPLIT = "unknown"
+_SPLIT_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -35,10 +45,12 @@ class Table:
     subset_all: dict[float, Cell]  # wait ratio -> cell, all agents pooled
     overall: Cell
     failures: dict[int, dict[int, dict[str, int]]] = field(default_factory=dict)
+    split: str = UNKNOWN_SPLIT  # the frozen split the results come from (module docstring)
 
     def to_dict(self) -> dict:
         c = lambda x: {"n": x.n, "valid": x.valid, "optimal": x.optimal}  # noqa: E731
         return {
+            "split": self.split,
             "by_size": {str(k): {str(s): c(v) for s, v in d.items()} for k, d in
                         self.by_size.items()},
             "mean_over_sizes": {str(k): c(v) for k, v in self.mean_over_sizes.items()},
@@ -58,8 +70,15 @@ def _cell(valid: np.ndarray, optimal: np.ndarray) -> Cell:
     return Cell(n, 100.0 * float(valid.mean()), 100.0 * float(optimal.mean()))
 
 
-def make_table(valid, optimal, agents, size, subset, checks=None) -> Table:
-    """Aggregate per-instance results (1-D arrays of equal length; ``checks`` [N, 8] bool)."""
+def make_table(valid, optimal, agents, size, subset, checks=None, *,
+               split: str = UNKNOWN_SPLIT) -> Table:
+    """Aggregate per-instance results (1-D arrays of equal length; ``checks`` [N, 8] bool).
+
+    ``split``: the name of the split the instances come from (e.g. ``meta["split"]`` of
+    ``load_split``); it is printed with the table. A name only (letters, digits, ``_.-``).
+    """
+    if not isinstance(split, str) or not _SPLIT_NAME.fullmatch(split):
+        raise ValueError(f"split must be a short name such as 'validation', got {split!r}")
     valid = np.asarray(valid, bool).reshape(-1)
     optimal = np.asarray(optimal, bool).reshape(-1)
     agents = np.asarray(agents, np.int64).reshape(-1)
@@ -91,7 +110,7 @@ def make_table(valid, optimal, agents, size, subset, checks=None) -> Table:
                            for s in by_size[k]}
     subset_all = {r: _cell(valid[subset == r], optimal[subset == r])
                   for r in np.unique(subset).tolist()}
-    return Table(by_size, mean, by_subset, subset_all, _cell(valid, optimal), failures)
+    return Table(by_size, mean, by_subset, subset_all, _cell(valid, optimal), failures, split)
 
 
 def _fmt(c: Cell) -> str:
@@ -100,9 +119,16 @@ def _fmt(c: Cell) -> str:
     return f"{c.valid:.2f} / {c.optimal:.2f}"
 
 
+def split_line(table: Table) -> str:
+    """How a table names its split: ``split: validation (630 instances)``."""
+    return f"split: {table.split} ({table.overall.n} instances)"
+
+
 def format_markdown(table: Table, title: str | None = None) -> str:
-    """Markdown: agents × size (+ mean over sizes), agents × subset, failure counts."""
-    out: list[str] = [f"### {title}", ""] if title else []
+    """Markdown: a heading naming the split (after the title, if any), agents × size (+ mean
+    over sizes), agents × subset, failure counts."""
+    out: list[str] = [f"### {title} · {split_line(table)}" if title
+                      else f"### {split_line(table)}", ""]
     sizes = sorted({s for d in table.by_size.values() for s in d})
     out.append("valid % / optimal % by map size")
     out.append("")
@@ -133,9 +159,9 @@ def format_markdown(table: Table, title: str | None = None) -> str:
 
 
 def format_text(table: Table) -> str:
-    """Plain fixed-width text (for logs and LLM prompts)."""
+    """Plain fixed-width text (for logs and LLM prompts); the first line names the split."""
     sizes = sorted({s for d in table.by_size.values() for s in d})
-    lines = ["valid% / optimal% by agents x size (mean over sizes last)"]
+    lines = [split_line(table), "valid% / optimal% by agents x size (mean over sizes last)"]
     w = 15
     lines.append("agents " + "".join(f"{s}x{s}".rjust(w) for s in sizes) + "mean".rjust(w))
     for k in sorted(table.by_size):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxenv.mapf.benchmark.heldout import load_heldout
+from jaxenv.mapf.benchmark.heldout import load_split
 from jaxenv.mapf.benchmark.report import Table, make_table
 from jaxenv.mapf.config import Capacity
 from jaxenv.mapf.env import MAPFFrozenLake
@@ -58,7 +58,7 @@ class Validator:
         optimal = result.optimal_makespan if self.cost == "makespan" else result.optimal_soc
         m = self.meta
         return make_table(result.valid, optimal, m["agents"], m["size"], m["subset"],
-                          checks=cause_checks(result.outcome))
+                          checks=cause_checks(result.outcome), split=self.split)
 
     def __hash__(self) -> int:
         return hash((self.split, self.env, self.cost))
@@ -66,9 +66,7 @@ class Validator:
 
 @cache
 def _split(split: str) -> tuple[Level, dict]:
-    if split != "heldout":
-        raise ValueError(f"unknown split {split!r} (known: heldout)")
-    return load_heldout(max_size=10, max_agents=5)
+    return load_split(split, max_size=10, max_agents=5)
 
 
 @cache
