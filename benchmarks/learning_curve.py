@@ -10,14 +10,17 @@ against wall time.
 
     python benchmarks/learning_curve.py --minutes 12 --out runs/learning_curve
 
-Wall time on the x axis counts training and pool generation only (evaluation excluded); the
-total is printed too.
+It is the closed loop (`designer.loop.ClosedLoop`) with the `fixed` engineer started from the
+default config, so its run folder is an ordinary one (`envengineer report` reads it). Wall time
+on the x axis counts training and pool generation only (evaluation excluded); the total is
+printed too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -25,21 +28,13 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from designer.engineers import FixedEngineer
-from designer.loop import Budget, StageRecord, run_loop
-from jaxenv.mapf import Capacity, MAPFFrozenLake
+from designer.loop import ClosedLoop
+from designer.report import PAPER
+from designer.settings import CapacitySettings, RunSettings, TraineeSettings, VerifySettings
 from jaxenv.mapf.benchmark.failures import failure_samples
 from jaxenv.mapf.benchmark.report import format_markdown
-from jaxenv.mapf.benchmark.validator import load_validator
 from policy import checkpoint
-from policy.network import ActorCritic
-from policy.ppo import Hparams, make_train
 from policy.validation import validate
-
-PAPER = {  # valid % / optimal %, mean over map sizes, for 3 / 4 / 5 agents
-    "Qwen3-4B + GRPO, fixed random config": [(40.42, 26.08), (26.67, 16.10), (15.11, 9.11)],
-    "Qwen3-4B + GRPO + engineer": [(51.67, 31.67), (33.14, 21.33), (18.67, 11.00)],
-}
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -94,62 +89,62 @@ def plot(curve: list[dict], path: Path, title: str) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     a = parse(argv)
-    a.out.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
-    cap = Capacity(max_size=10, max_agents=2)
-    env = MAPFFrozenLake(cap)
-    cs = env.config_space
-    values = dict(cs.default(), shaping=a.shaping)  # 2 agents, sizes 3-10 equal shares
-    hp = Hparams(num_envs=a.envs, num_steps=a.steps, num_updates=a.updates,
-                 update_epochs=a.epochs, num_minibatches=a.minibatches, pool_size=a.pool_size,
-                 lr=a.lr, ent_coef=a.ent_coef)
-    net = ActorCritic(hidden=a.hidden, critic=a.critic)
-    trainer = make_train(env, net, hp)
-    validator = load_validator("heldout", view_radius=cap.view_radius, max_steps=cap.max_steps)
-    key = jax.random.PRNGKey(a.seed)
-    print(f"config: {json.dumps(values)}\nhparams: {hp}\nnetwork: {net}", flush=True)
-
+    stage_steps = a.updates * a.envs * a.steps
+    stages = 10**6 if math.isinf(a.max_env_steps) else max(1, math.ceil(a.max_env_steps /
+                                                                          stage_steps))
+    settings = RunSettings(
+        engineer="fixed", stages=stages, stage_steps=stage_steps, seed=a.seed,
+        train_minutes=a.minutes, heldout_every=a.eval_every,
+        capacity=CapacitySettings(max_size=10, max_agents=2),
+        trainee=TraineeSettings(num_envs=a.envs, num_steps=a.steps, update_epochs=a.epochs,
+                                num_minibatches=a.minibatches, pool_size=a.pool_size, lr=a.lr,
+                                ent_coef=a.ent_coef, hidden=a.hidden, critic=a.critic),
+        verify=VerifySettings(k=1, episodes=64))
+    if a.out.exists() and any(a.out.iterdir()):
+        sys.exit(f"{a.out} is not empty: choose another --out")
+    loop = ClosedLoop(settings, a.out, first=None)
+    loop.first = dict(loop.space.default(), shaping=a.shaping)  # sizes 3-10, 2 agents
+    net, hp = loop.network, loop.hp
+    print(f"config: {json.dumps(loop.first)}\nhparams: {hp}\nnetwork: {net}", flush=True)
     curve: list[dict] = []
     train_s = 0.0
 
-    def on_stage(rec: StageRecord) -> None:
+    def on_phase(stage: int, phase: str, what: str) -> None:
         nonlocal train_s
-        train_s += rec.train_s
-        t = rec.train
-        print(f"stage {rec.stage + 1}: {rec.train_s:.1f}s, "
-              f"{hp.num_updates * hp.steps_per_update / rec.train_s:,.0f} steps/s, train success "
+        if not (phase == "stage" and what == "end"):
+            return
+        done = loop.folder.read_json(loop.folder.stage_rel(stage) / "done.json")
+        t = loop.folder.read_json(loop.folder.stage_rel(stage) / "train.json")
+        train_s += done["times"]["train"]
+        print(f"stage {stage + 1}: {done['times']['train']:.1f}s, "
+              f"{stage_steps / done['times']['train']:,.0f} steps/s, train success "
               f"{t['success_rate']:.3f}, ep len {t['mean_ep_len']:.1f}, entropy "
               f"{t['entropy']:.3f}, causes " +
               " ".join(f"{c[6:]} {t[c]:.2f}" for c in t if c.startswith("cause_")), flush=True)
-        if rec.validation is not None:
-            row = held_out_row(rec.validation.table)
-            curve.append({"stage": rec.stage + 1, "env_steps": rec.env_steps, "train_s": train_s,
-                          "eval_s": rec.eval_s, "train_success": t["success_rate"],
-                          "heldout": row, "overall_valid": rec.validation.table.overall.valid})
-            print(f"[eval] stage {rec.stage + 1} steps {rec.env_steps:,} train {train_s:.0f}s "
+        if done["heldout_by_agents"] is not None:
+            row = done["heldout_by_agents"]
+            curve.append({"stage": stage + 1, "env_steps": done["env_steps"], "train_s": train_s,
+                          "eval_s": done["times"]["heldout"], "train_success": t["success_rate"],
+                          "heldout": row, "overall_valid": done["heldout_overall"]["valid"]})
+            print(f"[eval] stage {stage + 1} steps {done['env_steps']:,} train {train_s:.0f}s "
                   "held-out valid 3/4/5: " + " / ".join(f"{row[k]['valid']:.2f}" for k in "345")
-                  + f" (eval {rec.eval_s:.1f}s)", flush=True)
+                  + f" (eval {done['times']['heldout']:.1f}s)", flush=True)
 
-    budget = Budget(env_steps=a.max_env_steps, train_minutes=a.minutes)
-    runner, records = run_loop(trainer, FixedEngineer(), values, budget=budget, key=key,
-                               validator=validator, validate_every=a.eval_every,
-                               on_stage=on_stage)
-    stage = len(records)
-    final = records[-1].validation
-    sampled = validate(runner.params, net, jax.random.PRNGKey(2), validator, mode="sample")
+    loop.on_phase = on_phase
+    results = loop.run()
+    stage = len(results)
+    runner = checkpoint.restore(loop.folder.stage_dir(stage - 1) / "ckpt",
+                                loop.trainer.init(jax.random.PRNGKey(a.seed)))
+    final = validate(runner.params, net, jax.random.PRNGKey(1), loop.heldout)
+    sampled = validate(runner.params, net, jax.random.PRNGKey(2), loop.heldout, mode="sample")
     total_s = time.time() - t_start
-    checkpoint.save(a.out / "ckpt", runner, step=int(runner.stage))
-    restored = checkpoint.restore(a.out / "ckpt", trainer.init(key))
-    same = jax.tree.all(jax.tree.map(lambda x, y: bool(np.array_equal(x, y)), restored, runner))
-    again = validate(restored.params, net, jax.random.PRNGKey(1), validator)
-    print(f"checkpoint round trip equal: {same}; held-out valid of the restored params "
-          f"{again.table.overall.valid:.2f} vs {final.table.overall.valid:.2f}", flush=True)
     title = (f"PPO ({a.critic}, hidden {a.hidden}) on the fixed config, 2-agent training; "
              f"{int(runner.env_steps):,} env steps, {train_s:.0f}s training")
     plot(curve, a.out / "learning_curve.png", title)
     rows = ["| model | 3 agents | 4 agents | 5 agents |", "|---|---|---|---|"]
     for name, cells in PAPER.items():
-        rows.append(f"| {name} (paper) | " + " | ".join(f"{v:.2f} / {o:.2f}" for v, o in cells)
+        rows.append(f"| {name} | " + " | ".join(f"{v:.2f} / {o:.2f}" for v, o in cells)
                     + " |")
     for tag, v in (("greedy", final), ("sampled", sampled)):
         ours = held_out_row(v.table)

@@ -15,8 +15,8 @@ Modules (switch any off for ablations, e.g. `modules="F,G"`):
 Budget: the rendered prompt is measured with the backend's tokenizer (`count_tokens`); while it
 is over `token_budget`, parts are dropped or shortened in this order: failure trajectories (the
 last first), history entries (oldest first), the per-size cause table (kept for the five sizes
-with most failures, then dropped), the S summary, the guidelines (cut to their first
-paragraph, then dropped). What was cut is listed in `Prompt.cuts`. If the prompt is still over
+with most failures, then dropped), the S summary, the agents x size table (its means per agent
+count kept), the guidelines (cut to their first paragraph, then dropped). What was cut is listed in `Prompt.cuts`. If the prompt is still over
 the budget it raises `ContextTooLarge`: a budget that cannot hold the task is a setting error.
 """
 
@@ -82,16 +82,20 @@ class Failures:
                 f"{100 * self.train.get('success_rate', 0.0):.0f}%; main failures "
                 + ", ".join(f"{c} {100 * v / n_bad:.0f}%" for c, v in top))
 
-    def render(self, *, n_traj: int, sizes: int | None) -> str:
+    def render(self, *, n_traj: int, sizes: int | None, cells: bool = True) -> str:
         sz = sorted({s for d in self.by_cell.values() for s in d})
         lines = [f"## F: failures on the {self.split} split ({self.n} levels)",
-                 f"Overall: valid {self.valid:.1f}%, optimal {self.optimal:.1f}%.",
-                 "valid% / optimal% by agents x map size:",
-                 "agents " + " ".join(f"{s}x{s}".rjust(7) for s in sz)]
-        for k, cells in sorted(self.by_cell.items()):
-            lines.append(f"{k:<6d} " + " ".join(
-                (f"{cells[s][0]:.0f}/{cells[s][1]:.0f}" if s in cells else "-").rjust(7)
-                for s in sz))
+                 f"Overall: valid {self.valid:.1f}%, optimal {self.optimal:.1f}%."]
+        if cells:
+            lines += ["valid% / optimal% by agents x map size:",
+                      "agents " + " ".join(f"{s}x{s}".rjust(7) for s in sz)]
+            for k, c in sorted(self.by_cell.items()):
+                lines.append(f"{k:<6d} " + " ".join(
+                    (f"{c[s][0]:.0f}/{c[s][1]:.0f}" if s in c else "-").rjust(7) for s in sz))
+        else:
+            lines.append("valid% by agents (mean over map sizes): " + ", ".join(
+                f"{k} agents {np.mean([v for v, _ in c.values()]):.0f}%"
+                for k, c in sorted(self.by_cell.items())))
         if sizes != 0:
             worst = sorted(self.causes_by_size, key=lambda s: -sum(
                 self.causes_by_size[s].values()))
@@ -157,6 +161,7 @@ class Context:
     history: list[HistoryEntry] = field(default_factory=list)
     self_summary: str | None = None
     train: dict[str, float] = field(default_factory=dict)
+    verify: Callable[[list[dict[str, Any]]], list[Any]] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -199,10 +204,10 @@ class ContextBuilder:
         return kept[-self.history_k:] if self.history_k > 0 else []
 
     def sections(self, ctx: Context, *, n_traj: int, n_hist: int, sizes: int | None,
-                 with_s: bool, guide: str) -> str:
+                 cells: bool, with_s: bool, guide: str) -> str:
         out = []
         if "F" in self.modules and ctx.failures is not None:
-            out.append(ctx.failures.render(n_traj=n_traj, sizes=sizes))
+            out.append(ctx.failures.render(n_traj=n_traj, sizes=sizes, cells=cells))
         if "G" in self.modules and guide:
             out.append("## G: design guidelines\n" + guide)
         hist = self.history(ctx.history)[-n_hist:] if n_hist > 0 else []
@@ -224,8 +229,8 @@ class ContextBuilder:
         guide_first = self.guidelines.split("\n\n")[0]
         n_hist = len(self.history(ctx.history))
         n_traj = min(self.n_traj, len(ctx.failures.trajectories) if ctx.failures else 0)
-        state = {"n_traj": n_traj, "n_hist": n_hist, "sizes": None, "with_s": True,
-                 "guide": self.guidelines}
+        state = {"n_traj": n_traj, "n_hist": n_hist, "sizes": None, "cells": True,
+                 "with_s": True, "guide": self.guidelines}
         steps: list[tuple[str, dict]] = []
         for i in range(n_traj, 0, -1):
             steps.append((f"trajectory {i}", {"n_traj": i - 1}))
@@ -233,6 +238,7 @@ class ContextBuilder:
             steps.append((f"oldest history entry (kept {i - 1})", {"n_hist": i - 1}))
         steps += [("per-size cause table beyond the 5 worst sizes", {"sizes": 5}),
                   ("per-size cause table", {"sizes": 0}), ("S summary", {"with_s": False}),
+                  ("agents x size table (means per agent count kept)", {"cells": False}),
                   ("guidelines beyond their first paragraph", {"guide": guide_first}),
                   ("guidelines", {"guide": ""})]
         cuts: list[str] = []

@@ -1,12 +1,11 @@
-"""The `envengineer` command.
+"""`envengineer demo`: the environment layer end to end on its embedded default config.
 
-`envengineer demo` (the default) runs the environment layer end to end on its embedded
-default config: no GPU, no API key, no downloads.
+Generates levels, shows one, and rolls random joint actions through the jitted env: no GPU,
+no API key, no downloads.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
@@ -71,21 +70,3 @@ def demo(levels: int, envs: int, steps: int, seed: int) -> dict:
           f"success {summary['random_policy_success']:.3f}")
     print("Failure causes of random play: " + json.dumps(causes))
     return summary
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="envengineer", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="cmd")
-    d = sub.add_parser("demo", help="environment demo on the embedded default config")
-    for p in (ap, d):
-        p.add_argument("--levels", type=int, default=512, help="levels to generate")
-        p.add_argument("--envs", type=int, default=1024, help="parallel environments")
-        p.add_argument("--steps", type=int, default=64, help="steps per environment")
-        p.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    demo(args.levels, args.envs, args.steps, args.seed)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

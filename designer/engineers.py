@@ -31,6 +31,11 @@ class Proposal:
     adjustments: tuple[dict, ...] = field(default=())  # what projection changed, with reasons
 
 
+def stage_rng(seed: int, tag: int, stage: int) -> np.random.Generator:
+    """The random stream of one engineer at one stage: a resumed run draws the same."""
+    return np.random.default_rng([seed, tag, stage])
+
+
 @runtime_checkable
 class Engineer(Protocol):
     """Proposes the next stage's config from what the loop shows it (`context`)."""
@@ -62,10 +67,11 @@ class RandomEngineer:
     verified = False
 
     def __init__(self, seed: int = 0):
-        self.rng = np.random.default_rng([seed, 0xD2])
+        self.seed = seed
 
     def propose(self, context: Any) -> list[Proposal]:
-        return [Proposal(values=random_values(context.space, self.rng, context.current),
+        rng = stage_rng(self.seed, 0xD2, context.stage)
+        return [Proposal(values=random_values(context.space, rng, context.current),
                          rationale="uniform random config (domain randomisation)",
                          source=self.name)]
 
@@ -77,12 +83,11 @@ class LearnabilityEngineer:
     verified = True
 
     def __init__(self, seed: int = 0, samples: int = 32, n: int = 4):
-        self.rng = np.random.default_rng([seed, 0x5F1])
-        self.samples, self.n = samples, n
+        self.seed, self.samples, self.n = seed, samples, n
 
     def propose(self, context: Any) -> list[Proposal]:
-        cands = [random_values(context.space, self.rng, context.current)
-                 for _ in range(self.samples)]
+        rng = stage_rng(self.seed, 0x5F1, context.stage)
+        cands = [random_values(context.space, rng, context.current) for _ in range(self.samples)]
         scores = context.verify(cands)
         order = sorted(range(len(cands)), key=lambda i: -scores[i].learnability)
         return [Proposal(values=cands[i], source=self.name,
@@ -99,11 +104,11 @@ class MutateEngineer:
     verified = True
 
     def __init__(self, seed: int = 0, n: int = 4):
-        self.rng = np.random.default_rng([seed, 0xACE])
-        self.n = n
+        self.seed, self.n = seed, n
 
     def propose(self, context: Any) -> list[Proposal]:
-        return [Proposal(values=mutate_values(context.space, self.rng, context.current),
+        rng = stage_rng(self.seed, 0xACE, context.stage)
+        return [Proposal(values=mutate_values(context.space, rng, context.current),
                          rationale="random small edit of the current config", source=self.name)
                 for _ in range(self.n)]
 
@@ -158,3 +163,91 @@ class RulesEngineer:
         return [Proposal(values=values, rationale="; ".join(why) or "keep the mix",
                          source=self.name,
                          adjustments=tuple(a.model_dump() for a in adjustments))]
+
+
+class LLMEngineer:
+    """An LLM (any backend) writes the edits, in `single` or `team` mode (`designer.roles`).
+
+    A `BackendError` (dead server, timeout, missing model) or replies none of which apply fall
+    back to the `rules` engineer for this stage; the proposals say so in their source and
+    `last_prompt` keeps what was asked and answered.
+    """
+
+    name = "llm"
+    verified = True
+
+    def __init__(self, backend: Any, builder: Any, *, roles: str = "single", n: int = 4,
+                 max_tokens: int = 200, seed: int = 0):
+        if roles not in ("single", "team"):
+            raise ValueError(f"roles must be 'single' or 'team', got {roles!r}")
+        self.backend, self.builder, self.roles = backend, builder, roles
+        self.n, self.max_tokens, self.seed = n, max_tokens, seed
+        self.fallback = RulesEngineer()
+        self.last_prompt: dict[str, Any] | None = None
+        self.count_tokens = getattr(backend, "count_tokens", None)
+
+    @property
+    def constrained(self) -> bool:
+        """Grammar-constrained backends are parsed strictly; servers' replies are projected."""
+        return getattr(self.backend, "name", "") in ("transformers", "llamacpp", "vllm")
+
+    def propose(self, context: Any) -> list[Proposal]:
+        from designer.backends import BackendError
+        from designer.roles import RoleCall, single, team
+
+        call = RoleCall(self.backend, self.builder, self.constrained, self.max_tokens,
+                        seed=self.seed * 1000 + 10 * context.stage)
+        diagnosis = None
+        try:
+            if self.roles == "single":
+                drafts = single(call, context, self.n)
+            else:
+                drafts, diagnosis = team(call, context, self.n)
+        except BackendError as e:
+            self.last_prompt = {"prompts": call.prompts, "error": str(e), "fallback": "rules"}
+            return self._fallback(context, f"backend error: {e}")
+        self.last_prompt = {"prompts": call.prompts, "diagnosis": diagnosis, "drafts": [
+            {"reply": d.reply_text, "error": d.error, "verdict": d.verdict,
+             "rationale": d.rationale, "log_ids": d.log_ids,
+             "adjustments": [a.model_dump() for a in getattr(d.outcome, "adjustments", [])]}
+            for d in drafts]}
+        source = f"llm:{getattr(self.backend, 'name', '?')}/{getattr(self.backend, 'model', '?')}"
+        props = [Proposal(values=d.values, rationale=d.rationale, source=source,
+                          log_ids=tuple(d.log_ids), adjustments=tuple(
+                              a.model_dump() for a in d.outcome.adjustments))
+                 for d in drafts if d.values is not None]
+        if not props:
+            errors = "; ".join(sorted({str(d.error) for d in drafts}))[:300]
+            self.last_prompt["fallback"] = "rules"
+            return self._fallback(context, f"no usable reply ({errors})")
+        return props
+
+    def _fallback(self, context: Any, why: str) -> list[Proposal]:
+        return [Proposal(values=p.values, rationale=f"{p.rationale} [fallback: {why}]",
+                         source="rules (fallback)", adjustments=p.adjustments)
+                for p in self.fallback.propose(context)]
+
+
+def make_engineer(settings: Any, folder: Any = None, backend: Any = None) -> Any:
+    """The engineer a `RunSettings` names (for `llm`: its backend, logged into the run folder)."""
+    s = settings
+    if s.engineer == "fixed":
+        return FixedEngineer()
+    if s.engineer == "dr":
+        return RandomEngineer(s.seed)
+    if s.engineer == "learnability":
+        return LearnabilityEngineer(s.seed, samples=8 * s.candidates, n=s.candidates)
+    if s.engineer == "mutate":
+        return MutateEngineer(s.seed, n=s.candidates)
+    if s.engineer == "rules":
+        return RulesEngineer()
+    from designer.context import ContextBuilder
+
+    if backend is None:
+        from designer.llm import open_backend
+
+        backend = open_backend(s, None if folder is None else folder.path / "calls.jsonl")
+    builder = ContextBuilder(s.context, history_k=s.history_k, token_budget=s.token_budget,
+                             count_tokens=getattr(backend, "count_tokens", None))
+    return LLMEngineer(backend, builder, roles=s.roles, n=s.candidates,
+                       max_tokens=s.max_tokens, seed=s.seed)

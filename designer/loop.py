@@ -1,95 +1,298 @@
-"""The stage loop: train a stage, validate now and then, ask the engineer for the next config.
+"""The closed loop: train a stage, validate, ask the engineer, verify, choose, record, continue.
 
-`run_loop(trainer, engineer, first, ...)` carries the trainee's state from stage to stage (a
-new config of the same shapes never recompiles), stops at the first budget it meets (stages,
-env steps or training wall time), and returns the trainee and one `StageRecord` per stage.
-Validation runs on a task validator's frozen split (`policy.validation.validate`); wall time
-counts training only (pool generation included), validation is timed apart.
+Stage k of `ClosedLoop.run()`:
+1. train the trainee on the current config for the stage budget (`Trainer.train_stage`, one
+   jit; the trainee's state carries over; a new config never recompiles);
+2. validate on the *validation* split (the engineer's evidence, F) and evaluate on the
+   *held-out* split (for the report only; no engineer ever reads it);
+3. build the context (F, G, H without round 0, T, optional S) and ask the engineer for
+   candidates (an LLM engineer that fails falls back to the `rules` engineer, and the log says
+   so);
+4. verify every candidate with the current policy on fresh levels (`designer.verify`, one jit)
+   and choose by the documented rule (engineers marked unverified take their own proposal);
+5. write everything to the run folder (`designer.runfolder`) and mark the stage done.
+
+Round 0 starts from a random config drawn from the seed, the same for every engineer, as in
+the paper. Every engineer gets the same training budget (stages x env steps per stage);
+verification rollouts are counted and reported separately. `resume` continues from the last
+finished stage: the trainee is restored from that stage's orbax checkpoint, the history from
+its files, and every random draw depends only on (seed, stage), so a resumed run ends where an
+uninterrupted one would (LLM calls are replayed from the call log).
 """
 
 from __future__ import annotations
 
-import math
+import json
+import platform
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
-from designer.engineers import Engineer
+from designer.context import Context, ContextBuilder, HistoryEntry, editable_values, mapf_failures
+from designer.engineers import make_engineer
+from designer.runfolder import RunFolder
+from designer.sampling import random_values
+from designer.settings import RunSettings
+from designer.verify import Verifier
+from jaxenv.mapf import Capacity, MAPFFrozenLake
+from jaxenv.mapf.benchmark.validator import load_validator
+from policy import checkpoint
 from policy.guard import check_finite
-from policy.ppo import RunnerState, Trainer
-from policy.validation import Validation, validate
+from policy.network import ActorCritic
+from policy.ppo import Hparams, RunnerState, make_train
+from policy.validation import validate
 
-
-@dataclass(frozen=True)
-class Budget:
-    """When the loop stops: whichever limit comes first."""
-
-    stages: int | None = None
-    env_steps: float = math.inf
-    train_minutes: float = math.inf
-
-    def spent(self, stage: int, env_steps: int, train_s: float) -> bool:
-        return ((self.stages is not None and stage >= self.stages)
-                or env_steps >= self.env_steps or train_s >= 60 * self.train_minutes)
+HELDOUT_SIZES = tuple(str(n) for n in range(3, 11))
+HELDOUT_AGENTS = ("3", "4", "5")
+PHASES = ("train", "validate", "heldout", "propose", "verify")
 
 
 @dataclass
-class StageContext:
-    """What the engineer is shown after a stage."""
-
-    stage: int
-    current: dict[str, Any]
-    train: dict[str, float]
-    validation: Validation | None
-    env_steps: int
-
-
-@dataclass
-class StageRecord:
+class StageResult:
     stage: int
     values: dict[str, Any]
-    train: dict[str, float]
     env_steps: int
-    train_s: float
-    validation: Validation | None = field(default=None, repr=False)
-    eval_s: float = 0.0
+    times: dict[str, float]
+    validation: dict[str, Any]  # table (validation split)
+    heldout: dict[str, Any] | None  # table (held-out split), None where not evaluated
+    train: dict[str, float]
+    choice: dict[str, Any] = field(default_factory=dict)
+    last: bool = False
 
 
-def run_loop(trainer: Trainer, engineer: Engineer, first: dict[str, Any], *, budget: Budget,
-             key: jax.Array, validator: Any = None, validate_every: int = 1,
-             on_stage: Callable[[StageRecord], None] | None = None
-             ) -> tuple[RunnerState, list[StageRecord]]:
-    """Run stages until `budget` is spent (see the module docstring)."""
-    space = trainer.env.config_space
-    runner = trainer.init(key)
-    values = space.validate(first)
-    records: list[StageRecord] = []
-    train_s = 0.0
-    while not budget.spent(len(records), int(runner.env_steps), train_s):
-        stage = len(records)
+def round0_values(space: Any, seed: int) -> dict[str, Any]:
+    """Round 0's random config: a function of the seed only (the same for every engineer)."""
+    return random_values(space, np.random.default_rng([seed, 0x0]))
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("jax", "jaxlib", "flax", "optax", "gymnax", "numpy", "envengineer",
+                "transformers", "outlines", "torch"):
+        with suppress(md.PackageNotFoundError):
+            out[pkg] = md.version(pkg)
+    return out
+
+
+def git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+class ClosedLoop:
+    """One run of the closed loop into a run folder (see the module docstring)."""
+
+    def __init__(self, settings: RunSettings, out: str | Path, *,
+                 first: dict[str, Any] | None = None,
+                 on_phase: Callable[[int, str, str], None] | None = None,
+                 backend: Any = None):
+        self.s = settings
+        self.folder = RunFolder(out)
+        self.on_phase = on_phase or (lambda stage, phase, what: None)
+        cap = settings.capacity
+        self.env = MAPFFrozenLake(Capacity(max_size=cap.max_size, max_agents=cap.max_agents,
+                                           view_radius=cap.view_radius, max_steps=cap.max_steps))
+        from designer.edits import preset_space
+
+        self.space = preset_space(self.env.config_space, settings.preset)
+        t = settings.trainee
+        self.hp = Hparams(num_envs=t.num_envs, num_steps=t.num_steps,
+                          num_updates=settings.num_updates, update_epochs=t.update_epochs,
+                          num_minibatches=t.num_minibatches, pool_size=t.pool_size, lr=t.lr,
+                          ent_coef=t.ent_coef)
+        self.network = ActorCritic(hidden=t.hidden, critic=t.critic)
+        self.trainer = make_train(self.env, self.network, self.hp)
+        self.validator = load_validator("validation", view_radius=cap.view_radius,
+                                        max_steps=cap.max_steps)
+        self.heldout = load_validator("heldout", view_radius=cap.view_radius,
+                                      max_steps=cap.max_steps)
+        v = settings.verify
+        targets = {"size_weights": HELDOUT_SIZES, "agent_weights": HELDOUT_AGENTS}
+        self.verifier = Verifier(self.env, self.network, k=v.k, episodes=v.episodes,
+                                 floor=v.floor, ceiling=v.ceiling, targets=targets)
+        self.engineer = make_engineer(settings, self.folder, backend=backend)
+        self.builder = ContextBuilder(settings.context, history_k=settings.history_k,
+                                      token_budget=settings.token_budget,
+                                      count_tokens=getattr(self.engineer, "count_tokens", None))
+        self.first = first
+        self.verify_episodes = 0
+
+    # ------------------------------------------------------------------ helpers
+    @contextmanager
+    def phase(self, stage: int, name: str, times: dict[str, float]) -> Iterator[None]:
+        self.on_phase(stage, name, "start")
         t = time.perf_counter()
-        runner, metrics = trainer.train_stage(runner, space.to_config(values),
-                                              jax.random.fold_in(key, stage))
-        jax.block_until_ready(runner)
-        dt = time.perf_counter() - t
-        train_s += dt
+        yield
+        times[name] = times.get(name, 0.0) + time.perf_counter() - t
+        self.on_phase(stage, name, "end")
+
+    def key(self, stage: int, what: int) -> jax.Array:
+        return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(self.s.seed), stage),
+                                  what)
+
+    def verify(self, params: Any, stage: int, current: dict) -> Callable:
+        def run(cands: list[dict]) -> list:
+            n = -(-len(cands) // self.verifier.k) * self.verifier.k
+            self.verify_episodes += n * self.verifier.episodes
+            return self.verifier.score(params, cands, current, self.key(stage, 7))
+        return run
+
+    # --------------------------------------------------------------------- run
+    def run(self) -> list[StageResult]:
+        with self.folder:
+            return self._run()
+
+    def _run(self) -> list[StageResult]:
+        f, s = self.folder, self.s
+        done = f.finished_stages()
+        f.discard_partial()
+        if not done:
+            f.write_json("run.json", {"settings": s.model_dump(), "versions": versions(),
+                                      "git_commit": git_commit(), "seed": s.seed,
+                                      "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        elif f.read_json("run.json")["settings"] != json.loads(s.model_dump_json()):
+            raise ValueError(f"{f.path} holds a run with other settings; resume it with the "
+                             "same flags or choose another --out")
+        runner = self.trainer.init(jax.random.PRNGKey(s.seed))
+        history: list[HistoryEntry] = []
+        results = [self._load_stage(k) for k in done]
+        if results and results[-1].last:
+            return results
+        for r in results:
+            history.append(HistoryEntry(stage=r.stage, values=editable_values(
+                self.space, r.values), summary=f.read_json(
+                    f.stage_rel(r.stage) / "validation.json")["summary"]))
+        self.verify_episodes = sum(r.times.get("verify_episodes", 0) for r in results)
+        if results:
+            runner = checkpoint.restore(f.stage_dir(done[-1]) / "ckpt", runner)
+            values = results[-1].choice["next_values"]
+        else:
+            values = self.space.validate(self.first or round0_values(self.space, s.seed))
+        for stage in range(len(done), s.stages):
+            runner, result, entry = self._stage(stage, runner, values, history,
+                                                train_s=sum(r.times["train"] for r in results))
+            results.append(result)
+            history.append(entry)
+            values = result.choice["next_values"]
+            if result.last:
+                break
+        return results
+
+    def _stage(self, stage: int, runner: RunnerState, values: dict[str, Any],
+               history: list[HistoryEntry], train_s: float
+               ) -> tuple[RunnerState, StageResult, HistoryEntry]:
+        f, s = self.folder, self.s
+        rel = f.stage_rel(stage)
+        times: dict[str, float] = {}
+        verified_before = self.verify_episodes
+        with self.phase(stage, "train", times):
+            runner, metrics = self.trainer.train_stage(runner, self.space.to_config(values),
+                                                       self.key(stage, 1))
+            jax.block_until_ready(runner)
         check_finite(metrics, where=f"stage {stage}")
-        rec = StageRecord(stage=stage, values=values, train=trainer.summarize(metrics),
-                          env_steps=int(runner.env_steps), train_s=dt)
-        if validator is not None and ((stage + 1) % validate_every == 0
-                                      or budget.spent(stage + 1, rec.env_steps, train_s)):
-            t = time.perf_counter()
-            rec.validation = validate(runner.params, trainer.network, jax.random.PRNGKey(1),
-                                      validator)
-            rec.eval_s = time.perf_counter() - t
-        records.append(rec)
-        if on_stage is not None:
-            on_stage(rec)
-        proposals = engineer.propose(StageContext(stage=stage, current=values, train=rec.train,
-                                                  validation=rec.validation,
-                                                  env_steps=rec.env_steps))
-        values = space.validate(proposals[0].values)
-    return runner, records
+        train = self.trainer.summarize(metrics)
+        with self.phase(stage, "validate", times):
+            val = validate(runner.params, self.network, self.key(stage, 2), self.validator)
+        out_of_time = (s.train_minutes is not None
+                       and train_s + times["train"] >= 60 * s.train_minutes)
+        last = stage == s.stages - 1 or out_of_time
+        held = None
+        if last or (stage + 1) % s.heldout_every == 0:
+            with self.phase(stage, "heldout", times):
+                held = validate(runner.params, self.network, self.key(stage, 3), self.heldout,
+                                record=False)
+        failures = mapf_failures(val, train, seed=s.seed + stage)
+        entry = HistoryEntry(stage=stage, values=editable_values(self.space, values),
+                             summary=failures.summary())
+        ctx = Context(stage=stage, stages_total=s.stages,
+                      env_steps_per_stage=self.hp.num_updates * self.hp.steps_per_update,
+                      env_steps_so_far=int(runner.env_steps), current=values, space=self.space,
+                      failures=failures, history=list(history), train=train,
+                      verify=self.verify(runner.params, stage, values))
+        proposals, scores, choice = [], [], {"index": None, "reason": "last stage: no proposal",
+                                             "next_values": values}
+        if hasattr(self.engineer, "last_prompt"):
+            self.engineer.last_prompt = None
+        if not last:
+            with self.phase(stage, "propose", times):
+                proposals = self.engineer.propose(ctx)
+            with self.phase(stage, "verify", times):
+                scores = ctx.verify([p.values for p in proposals])
+            if getattr(self.engineer, "verified", True):
+                c = self.verifier.choose(scores)
+                index, reason = c.index, c.reason
+            else:
+                index, reason = 0, f"{self.engineer.name} takes its own proposal (unverified)"
+            choice = {"index": index, "reason": reason,
+                      "next_values": values if index is None else proposals[index].values}
+        times["verify_episodes"] = self.verify_episodes - verified_before
+        f.write_json(rel / "config.json", {"values": values,
+                                           "editable": editable_values(self.space, values)})
+        f.write_json(rel / "train.json", {**train, "env_steps": int(runner.env_steps)})
+        f.write_json(rel / "validation.json", {"split": val.split, "summary": entry.summary,
+                                               "table": val.table.to_dict(),
+                                               "failures": failures.__dict__})
+        heldout = None if held is None else held.table.to_dict()
+        f.write_json(rel / "heldout.json", {"split": "heldout", "table": heldout})
+        f.write_json(rel / "context.json", getattr(self.engineer, "last_prompt", None) or {
+            "rendered": self.builder.render(ctx).messages})
+        f.write_json(rel / "candidates.json", [
+            {**p.__dict__, "score": sc.to_dict()} for p, sc in zip(proposals, scores)])
+        f.write_json(rel / "choice.json", choice)
+        checkpoint.save(f.stage_dir(stage) / "ckpt", runner, step=stage, max_to_keep=1)
+        result = StageResult(stage=stage, values=values, env_steps=int(runner.env_steps),
+                             times=times, validation=val.table.to_dict(), heldout=heldout,
+                             train=train, choice=choice, last=last)
+        f.finish_stage(stage, self._summary(result))
+        self._events(result)
+        self.on_phase(stage, "stage", "end")
+        return runner, result, entry
+
+    def _events(self, r: StageResult) -> None:
+        """TensorBoard scalars of a finished stage (x axis: training env steps)."""
+        from designer.tensorboard import EventLog
+
+        log = EventLog(self.folder.path)
+        vals = {f"train/{k}": v for k, v in r.train.items() if isinstance(v, float | int)}
+        vals.update({f"time/{k}": v for k, v in r.times.items()})
+        vals["validation/valid"] = r.validation["overall"]["valid"]
+        vals["validation/optimal"] = r.validation["overall"]["optimal"]
+        if r.heldout is not None:
+            for k, c in r.heldout["mean_over_sizes"].items():
+                vals[f"heldout/valid_{k}_agents"] = c["valid"]
+                vals[f"heldout/optimal_{k}_agents"] = c["optimal"]
+        log.scalars(r.env_steps, vals)
+        log.close()
+
+    def _summary(self, r: StageResult) -> dict[str, Any]:
+        held = r.heldout or {}
+        return {"stage": r.stage, "env_steps": r.env_steps, "times": r.times, "last": r.last,
+                "train_success": r.train["success_rate"],
+                "validation_overall": r.validation["overall"],
+                "validation_by_agents": r.validation["mean_over_sizes"],
+                "heldout_overall": held.get("overall"),
+                "heldout_by_agents": held.get("mean_over_sizes"), "values": r.values,
+                "choice": {k: v for k, v in r.choice.items() if k != "next_values"}}
+
+    def _load_stage(self, k: int) -> StageResult:
+        f = self.folder
+        rel = f.stage_rel(k)
+        done = f.read_json(rel / "done.json")
+        return StageResult(stage=k, values=f.read_json(rel / "config.json")["values"],
+                           env_steps=done["env_steps"], times=done["times"],
+                           validation=f.read_json(rel / "validation.json")["table"],
+                           heldout=f.read_json(rel / "heldout.json")["table"],
+                           train=f.read_json(rel / "train.json"),
+                           choice=f.read_json(rel / "choice.json"), last=done["last"])

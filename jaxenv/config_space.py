@@ -6,22 +6,34 @@ an *edit* whose grammar only admits in-bounds values (numbers are enums over a g
 constrained decoders such as outlines ignore ``minimum``/``maximum``), parses replies with a
 `ConfigError` naming the bad field, and projects arbitrary values onto the valid set while
 reporting every adjustment it made.
+
+Replies come from language models and servers, so every entry point is bounded: JSON text is
+at most `MAX_JSON_CHARS` characters and `MAX_JSON_DEPTH` levels deep (checked before
+`json.loads`), a dict edit at most `MAX_EDIT_NODES` values, and huge or non-finite numbers
+are bad values, never an `OverflowError`. `loads_bounded` is that JSON reader; the plan
+parser (`jaxenv.mapf.plans.parse`) uses it too.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 KnobKind = Literal["float", "int", "bool", "choice", "simplex"]
 Values = dict[str, Any]
+
+MAX_JSON_CHARS = 64 * 1024  # an LLM reply is a few thousand tokens at most
+MAX_JSON_DEPTH = 32  # an edit is 3 levels deep; a plan 4
+MAX_EDIT_NODES = 4096  # values in a dict edit (JSON text is bounded by its length)
+MAX_INT_DIGITS = 400  # longer integer literals are beyond float range: read as +-inf
 
 
 class ConfigError(ValueError):
@@ -53,6 +65,8 @@ class Knob(BaseModel):
     choices: tuple[str, ...] | None = Field(default=None, description="Labels of a choice knob.")
     keys: tuple[str, ...] | None = Field(default=None, description="Labels of a vector knob.")
     editable: bool = Field(default=True, description="May the engineer edit it?")
+    pinned: bool = Field(default=False, description="Fixed at `default` (a preset's choice): "
+                         "`validate` refuses any other value.")
 
     @model_validator(mode="before")
     @classmethod
@@ -75,6 +89,8 @@ class Knob(BaseModel):
             raise ValueError(f"knob {self.name}: a simplex needs keys")
         if self.kind == "choice" and not self.choices:
             raise ValueError(f"knob {self.name}: a choice needs choices")
+        if self.pinned and self.editable:
+            raise ValueError(f"knob {self.name}: a pinned knob cannot be editable")
         return self
 
     @property
@@ -105,17 +121,29 @@ class Knob(BaseModel):
             if self.is_vector:
                 rng = f"per {', '.join(self.keys or ())}: {rng}"
         tag = "" if self.editable else " (fixed: not editable)"
+        if self.pinned:
+            tag = " (fixed by the preset: not editable)"
         return f"- {self.name}{tag}: {self.description} Range: {rng}. Default: {self.default}."
 
 
 class Adjustment(BaseModel):
-    """One change `project` made to reach a valid config."""
+    """One change `project` (or `parse`, for a simplex) made to reach a valid config.
+
+    `before` and `after` are kept as given when they are small plain JSON values; anything
+    else (a huge integer, NaN, a 1 MB string, a deep structure) is stored as a short
+    description, so adjustments stay small and JSON-serialisable in logs.
+    """
 
     model_config = ConfigDict(frozen=True)
     field: str
     before: Any
     after: Any
     reason: str
+
+    @field_validator("before", "after", mode="before")
+    @classmethod
+    def _plain(cls, v: Any) -> Any:
+        return _record(v)
 
 
 class ConfigSpace:
@@ -141,6 +169,33 @@ class ConfigSpace:
 
     def editable_names(self) -> tuple[str, ...]:
         return tuple(k.name for k in self.knobs if k.editable)
+
+    def with_editable(self, editable: Iterable[str],
+                      pin: Mapping[str, Any] | None = None) -> ConfigSpace:
+        """A copy in which only `editable` may be edited and each knob of `pin` is fixed at the
+        given value (its new default; `validate` then refuses any other value).
+
+        Presets use it to decide what the engineer may touch. It only narrows: naming a knob
+        that is not editable here (reward, rule, validation knobs) raises `ValueError`, so no
+        preset can open them. Same pytree, so configs of both spaces batch together.
+        """
+        wanted, pins = set(editable), dict(pin or {})
+        unknown = sorted((wanted | set(pins)) - set(self.names))
+        if unknown:
+            raise ValueError(f"unknown knobs {unknown} (known: {', '.join(self.names)})")
+        opened = sorted(n for n in wanted if not self._by_name[n].editable)
+        if opened:
+            raise ValueError(f"{opened} are not editable in this space; no preset may open them")
+        both = sorted(wanted & set(pins))
+        if both:
+            raise ValueError(f"{both} cannot be both editable and pinned")
+        knobs = []
+        for k in self.knobs:
+            update: dict[str, Any] = {"editable": k.name in wanted}
+            if k.name in pins:
+                update.update(default=self._check_value(k, pins[k.name], k.name), pinned=True)
+            knobs.append(k.model_copy(update=update))
+        return ConfigSpace(knobs, self._to_pytree)
 
     def default(self) -> Values:
         return {k.name: _copy(k.default) for k in self.knobs}
@@ -210,63 +265,98 @@ class ConfigSpace:
         out: Values = {}
         for name in values:
             if name not in self._by_name:
-                raise ConfigError(name, f"unknown field (known: {', '.join(self.names)})")
+                raise ConfigError(_key_str(name),
+                                  f"unknown field (known: {', '.join(self.names)})")
         for k in self.knobs:
             if k.name not in values:
                 raise ConfigError(k.name, "missing")
             out[k.name] = self._check_value(k, values[k.name], k.name)
+            if k.pinned and not _same(out[k.name], k.default):
+                raise ConfigError(k.name, f"fixed at {k.default} by the preset")
         return out
 
     def parse(self, edit: str | Mapping[str, Any], base: Mapping[str, Any] | None = None,
-              editable_only: bool = True) -> Values:
+              editable_only: bool = True,
+              adjustments: list[Adjustment] | None = None) -> Values:
         """An edit (JSON text or dict) applied to `base` (default config) -> full values.
 
-        Strict: unknown fields, fixed fields (when `editable_only`), wrong types and
-        out-of-bounds numbers raise `ConfigError` naming the field. Use `project` to repair.
+        Strict: unknown fields, fixed fields (when `editable_only`), wrong types, non-finite
+        and out-of-bounds numbers raise `ConfigError` naming the field, and so does anything
+        that is not a bounded JSON object (field ``"<edit>"``). Use `project` to repair.
+
+        The one repair is the one the edit grammar needs: a simplex edited as an object
+        (``{key: weight}``, naming all keys or some) is merged into the base weights and
+        renormalised to sum to 1; each renormalisation is appended to `adjustments` when a
+        list is given. An edit that leaves every weight zero raises (the grammar cannot write
+        one); a simplex given as a full list must already sum to 1.
         """
         obj = _load(edit)
         full = dict(self.default() if base is None else self.validate(base))
         for name, val in obj.items():
             k = self._by_name.get(name)
             if k is None:
-                raise ConfigError(name, f"unknown field (known: {', '.join(self.names)})")
+                raise ConfigError(_key_str(name),
+                                  f"unknown field (known: {', '.join(self.names)})")
             if editable_only and not k.editable:
                 raise ConfigError(name, "not editable by the engineer")
-            full[name] = self._merge(k, full[name], val)
+            full[name] = self._merge(k, full[name], val, adjustments)
         return self.validate(full)
 
     def project(self, edit: str | Mapping[str, Any], base: Mapping[str, Any] | None = None,
                 editable_only: bool = True) -> tuple[Values, list[Adjustment]]:
         """Any edit -> (valid full values, adjustments). Never raises on content; idempotent.
 
-        Clips numbers to bounds, rounds ints, maps unknown choices to the current value,
-        renormalises simplices (all-zero falls back to the base weights), and drops unknown
-        or fixed fields. Malformed JSON raises `ConfigError("<edit>")`.
+        Clips numbers to bounds, rounds ints, reads numbers written as strings, keeps the
+        current value for non-numbers (NaN, inf, integers beyond float range included) and
+        unknown choices, renormalises simplices (all-zero falls back to the base weights),
+        drops unknown or fixed fields and holds pinned knobs at their value. A `base` is
+        repaired the same way, its repairs listed with the reason prefixed ``"base config: "``.
+        Text that is not a bounded JSON object (malformed, longer than `MAX_JSON_CHARS`,
+        deeper than `MAX_JSON_DEPTH`) and dicts over `MAX_EDIT_NODES` values raise
+        `ConfigError("<edit>")`: nothing in them can be trusted to project.
         """
         obj = _load(edit)
-        full = dict(self.default() if base is None else self.project(base, None, False)[0])
         adj: list[Adjustment] = []
+        if base is None:
+            full = self.default()
+        else:
+            full, fixed = self.project(base, None, False)
+            adj += [a.model_copy(update={"reason": f"base config: {a.reason}"}) for a in fixed]
         for name, val in obj.items():
             k = self._by_name.get(name)
             if k is None:
-                adj.append(Adjustment(field=name, before=val, after=None, reason="unknown field"))
+                adj.append(Adjustment(field=_key_str(name), before=val, after=None,
+                                      reason="unknown field"))
                 continue
             if editable_only and not k.editable:
                 adj.append(Adjustment(field=name, before=val, after=full[name],
                                       reason="not editable"))
+                continue
+            if k.pinned:
+                if not _same(val, k.default):
+                    adj.append(Adjustment(field=name, before=val, after=k.default,
+                                          reason="fixed by the preset"))
+                full[name] = _copy(k.default)
                 continue
             full[name] = self._project_value(k, full[name], val, adj)
         return full, adj
 
     # ----------------------------------------------------------------- schema
     def json_schema(self, editable_only: bool = True) -> dict[str, Any]:
-        """JSON schema of an edit; every string it admits parses to an in-bounds config."""
+        """JSON schema of an edit; every string it admits parses to an in-bounds config.
+
+        Numbers are enums over each knob's grid. A simplex edit must name at least one key
+        with a positive weight (an ``anyOf``: "key i is the first positive one"), so no edit
+        the grammar admits can leave every weight zero, whatever the base.
+        """
         props: dict[str, Any] = {}
         for k in self.knobs:
             if editable_only and not k.editable:
                 continue
-            scalar = _scalar_schema(k)
-            if k.is_vector:
+            if k.kind == "simplex":
+                props[k.name] = {**_simplex_schema(k), "description": k.description}
+            elif k.is_vector:
+                scalar = _scalar_schema(k)
                 props[k.name] = {
                     "type": "object",
                     "description": k.description,
@@ -274,23 +364,36 @@ class ConfigSpace:
                     "additionalProperties": False,
                 }
             else:
-                props[k.name] = {**scalar, "description": k.description}
+                props[k.name] = {**_scalar_schema(k), "description": k.description}
         return {"type": "object", "properties": props, "additionalProperties": False}
 
     # ---------------------------------------------------------------- helpers
-    def _merge(self, k: Knob, current: Any, val: Any) -> Any:
+    def _merge(self, k: Knob, current: Any, val: Any,
+               adjustments: list[Adjustment] | None) -> Any:
         """Edit value for one knob -> full value (vector edits may name a subset of keys)."""
-        if not k.is_vector:
+        if not k.is_vector or not isinstance(val, Mapping):
             return val
         keys = list(k.keys or ())
-        if isinstance(val, Mapping):
-            merged = list(current)
-            for key, v in val.items():
-                if str(key) not in keys:
-                    raise ConfigError(f"{k.name}.{key}", f"unknown key (known: {', '.join(keys)})")
-                merged[keys.index(str(key))] = v
+        merged = list(current)
+        for key, v in val.items():
+            label = _key_str(key)
+            if label not in keys:
+                raise ConfigError(f"{k.name}.{label}", f"unknown key (known: {', '.join(keys)})")
+            merged[keys.index(label)] = v
+        if k.kind != "simplex":
             return merged
-        return val
+        weights = [self._check_scalar(k, x, f"{k.name}.{key}") for x, key in zip(merged, keys)]
+        total = sum(weights)
+        if total <= 0:
+            raise ConfigError(k.name, "the edit leaves every weight zero; give at least one "
+                                      "key a positive weight")
+        if abs(total - 1.0) <= 1e-9:
+            return weights
+        normed = [x / total for x in weights]
+        if adjustments is not None:
+            adjustments.append(Adjustment(field=k.name, before=weights, after=normed,
+                                          reason="renormalised to sum to 1"))
+        return normed
 
     def _check_value(self, k: Knob, v: Any, field: str) -> Any:
         if k.is_vector:
@@ -308,22 +411,24 @@ class ConfigSpace:
     def _check_scalar(self, k: Knob, v: Any, field: str) -> Any:
         if k.kind == "bool":
             if not isinstance(v, bool | np.bool_):
-                raise ConfigError(field, f"expected true/false, got {v!r}")
+                raise ConfigError(field, f"expected true/false, got {_brief(v)}")
             return bool(v)
         if k.kind == "choice":
-            if v not in (k.choices or ()):
-                raise ConfigError(field, f"expected one of {list(k.choices or ())}, got {v!r}")
+            if not isinstance(v, str) or v not in (k.choices or ()):
+                raise ConfigError(field,
+                                  f"expected one of {list(k.choices or ())}, got {_brief(v)}")
             return v
-        if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
-            raise ConfigError(field, f"expected a number, got {v!r}")
-        if not math.isfinite(float(v)):
-            raise ConfigError(field, f"expected a finite number, got {v!r}")
-        if k.kind == "int" and float(v) != int(v):
-            raise ConfigError(field, f"expected an integer, got {v!r}")
+        if not _is_number(v):
+            raise ConfigError(field, f"expected a number, got {_brief(v)}")
+        x = _finite(v)
+        if x is None:
+            raise ConfigError(field, f"expected a finite number, got {_brief(v)}")
+        if k.kind == "int" and not x.is_integer():
+            raise ConfigError(field, f"expected an integer, got {_brief(v)}")
         assert k.low is not None and k.high is not None
-        if not (k.low - 1e-9 <= float(v) <= k.high + 1e-9):
-            raise ConfigError(field, f"{v!r} is outside [{k.low}, {k.high}]")
-        return int(v) if k.kind == "int" else float(v)
+        if not (k.low - 1e-9 <= x <= k.high + 1e-9):
+            raise ConfigError(field, f"{_brief(v)} is outside [{k.low}, {k.high}]")
+        return int(round(x)) if k.kind == "int" else x
 
     def _project_value(self, k: Knob, current: Any, val: Any, adj: list[Adjustment]) -> Any:
         if k.is_vector:
@@ -331,10 +436,11 @@ class ConfigSpace:
             merged = list(current)
             if isinstance(val, Mapping):
                 for key, v in val.items():
-                    if str(key) in keys:
-                        merged[keys.index(str(key))] = v
+                    label = _key_str(key)
+                    if label in keys:
+                        merged[keys.index(label)] = v
                     else:
-                        adj.append(Adjustment(field=f"{k.name}.{key}", before=v, after=None,
+                        adj.append(Adjustment(field=f"{k.name}.{label}", before=v, after=None,
                                               reason="unknown key"))
             elif isinstance(val, list | tuple) and len(val) == len(keys):
                 merged = list(val)
@@ -366,26 +472,29 @@ class ConfigSpace:
             adj.append(Adjustment(field=field, before=v, after=current, reason="not a boolean"))
             return current
         if k.kind == "choice":
-            if v in (k.choices or ()):
+            if isinstance(v, str) and v in (k.choices or ()):
                 return v
             adj.append(Adjustment(field=field, before=v, after=current, reason="unknown choice"))
             return current
-        try:
-            x = float(v)
-        except (TypeError, ValueError):
-            x = math.nan
-        if isinstance(v, bool) or not math.isfinite(x):
+        x = _finite(v) if _is_number(v) else _number_in_text(v)
+        if x is None:
             adj.append(Adjustment(field=field, before=v, after=current, reason="not a number"))
             return current
         assert k.low is not None and k.high is not None
-        y = min(max(x, k.low), k.high)
+        y: float | int = min(max(x, k.low), k.high)
         if k.kind == "int":
             y = int(round(y))
         if y != x:
             clipped = x < k.low or x > k.high
             adj.append(Adjustment(field=field, before=v, after=y,
                                   reason="clipped to bounds" if clipped else "rounded"))
+        elif isinstance(v, str):
+            adj.append(Adjustment(field=field, before=v, after=y,
+                                  reason="number written as a string"))
         return y
+
+
+# ------------------------------------------------------------------------ schema pieces
 
 
 def _scalar_schema(k: Knob) -> dict[str, Any]:
@@ -396,16 +505,180 @@ def _scalar_schema(k: Knob) -> dict[str, Any]:
     return {"enum": k.grid()}
 
 
-def _load(edit: str | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(edit, Mapping):
-        return dict(edit)
+def _simplex_schema(k: Knob) -> dict[str, Any]:
+    """An object of weights over the grid that names at least one key with a positive weight.
+
+    Branch i admits keys before i only at zero, key i (required) positive, keys after it at
+    any grid weight: the branches together admit exactly the objects with some positive
+    weight, and each is one regular language, which constrained decoders compile cheaply.
+    """
+    keys, grid = list(k.keys or ()), k.grid()
+    zero, positive = [g for g in grid if g <= 0], [g for g in grid if g > 0]
+    if not zero:
+        return {"type": "object", "properties": {key: {"enum": grid} for key in keys},
+                "additionalProperties": False}
+    branches = []
+    for i, first in enumerate(keys):
+        props = {key: {"enum": zero if j < i else positive if j == i else grid}
+                 for j, key in enumerate(keys)}
+        branches.append({"type": "object", "properties": props, "required": [first],
+                         "additionalProperties": False})
+    return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+
+# ---------------------------------------------------------------------- bounded reading
+
+_JSON_TOKEN = re.compile(r'\\.|["\[\]{}]', re.DOTALL)
+
+
+def loads_bounded(text: str, *, max_chars: int = MAX_JSON_CHARS,
+                  max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """`json.loads` for untrusted text, in time and memory linear in a bounded input.
+
+    Raises `ValueError` with a one-line reason when the text is longer than `max_chars`,
+    nests deeper than `max_depth` (a linear scan before decoding, so the decoder's recursion
+    stays shallow) or is not JSON. Integer literals of more than `MAX_INT_DIGITS` digits are
+    read as +-inf: they are beyond float range, and Python's `int()` refuses them (4,300
+    digits) with a `ValueError` the caller would not expect.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"expected text, got {type(text).__name__}")
+    if len(text) > max_chars:
+        raise ValueError(f"longer than {max_chars} characters ({len(text)})")
+    depth, in_string = 0, False
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group()
+        if tok == '"':
+            in_string = not in_string
+        elif in_string or tok[0] == "\\":
+            continue
+        elif tok in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise ValueError(f"nested deeper than {max_depth} levels")
+        else:
+            depth -= 1
     try:
-        obj = json.loads(edit)
-    except (json.JSONDecodeError, TypeError) as e:
-        raise ConfigError("<edit>", f"not valid JSON ({e})") from None
+        return json.loads(text, parse_int=_parse_int)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not valid JSON ({e})") from None
+
+
+def _parse_int(digits: str) -> int | float:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        return -math.inf if digits.startswith("-") else math.inf
+    return int(digits)
+
+
+def _load(edit: Any) -> dict[str, Any]:
+    """An edit as a dict, or ConfigError("<edit>") if it is not a bounded JSON object."""
+    if isinstance(edit, Mapping):
+        obj = dict(edit)
+        too_big = _oversize(obj)
+        if too_big:
+            raise ConfigError("<edit>", too_big)
+        return obj
+    try:
+        obj = loads_bounded(edit)
+    except ValueError as e:
+        raise ConfigError("<edit>", str(e)) from None
     if not isinstance(obj, dict):
         raise ConfigError("<edit>", f"expected a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def _oversize(obj: Any) -> str | None:
+    """Why a dict edit is too large to read (values, depth; cycles count as depth), or None."""
+    stack, seen = [(obj, 1)], 0
+    while stack:
+        v, depth = stack.pop()
+        seen += 1
+        if depth > MAX_JSON_DEPTH:
+            return f"nested deeper than {MAX_JSON_DEPTH} levels"
+        children = v.values() if isinstance(v, Mapping) else v \
+            if isinstance(v, list | tuple) else ()
+        if seen + len(stack) + len(children) > MAX_EDIT_NODES:
+            return f"more than {MAX_EDIT_NODES} values"
+        stack.extend((x, depth + 1) for x in children)
+    return None
+
+
+# ------------------------------------------------------------------------------ values
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+
+
+def _finite(v: Any) -> float | None:
+    """A number as a finite float, or None (NaN, inf, integers beyond float range)."""
+    try:
+        x = float(v)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _number_in_text(v: Any) -> float | None:
+    """A number written as a (short) string, e.g. "0.3" from a server that quotes numbers."""
+    if not isinstance(v, str) or len(v) > 64:
+        return None
+    return _finite(v.strip()) if v.strip() else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Is `a` the value `b` (numbers compared with a float tolerance)?"""
+    if isinstance(b, list):
+        return isinstance(a, list | tuple) and len(a) == len(b) and all(
+            _same(x, y) for x, y in zip(a, b))
+    if _is_number(b):
+        x = _finite(a) if _is_number(a) else None
+        return x is not None and math.isclose(x, float(b), rel_tol=1e-6, abs_tol=1e-6)
+    return type(a) is type(b) and a == b
+
+
+def _key_str(key: Any) -> str:
+    """A field or key label for messages and lookups (dict edits may use any key type)."""
+    if isinstance(key, str):
+        return key if len(key) <= 80 else _brief(key)
+    if isinstance(key, int) and not isinstance(key, bool) and key.bit_length() <= 64:
+        return str(key)
+    return _brief(key)
+
+
+def _brief(v: Any, limit: int = 60) -> str:
+    """A short description of any value, for messages: never huge, never raises."""
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
+        return f"<an integer of about {int(v.bit_length() * math.log10(2)) + 1} digits>"
+    if isinstance(v, str):
+        return repr(v[:limit]) + (f"... ({len(v)} characters)" if len(v) > limit else "")
+    if isinstance(v, Mapping | list | tuple):
+        return f"<{type(v).__name__} of {len(v)} items>"
+    try:
+        text = repr(v)
+    except Exception:  # an object whose repr fails is still only described
+        text = f"<{type(v).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _record(v: Any, depth: int = 0) -> Any:
+    """`v` if it is a small plain JSON value, else a short description (see `Adjustment`)."""
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, np.bool_ | np.integer | np.floating):
+        v = v.item()
+    if isinstance(v, int):
+        return v if v.bit_length() <= 63 else _brief(v)
+    if isinstance(v, float):
+        return v if math.isfinite(v) else repr(v)
+    if isinstance(v, str):
+        short = v if len(v) <= 200 else f"{v[:200]}... ({len(v)} characters)"
+        return short.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(v, list | tuple) and len(v) <= 32 and depth < 3:
+        return [_record(x, depth + 1) for x in v]
+    if isinstance(v, Mapping) and len(v) <= 32 and depth < 3:
+        return {_key_str(key): _record(x, depth + 1) for key, x in v.items()}
+    return _brief(v)
 
 
 def _f32(x: Any) -> float:

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import chex
-import distrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,6 +27,7 @@ from flax import struct
 from jaxenv.batching import broadcast, select
 from jaxenv.levels import generate_many
 from jaxenv.wrappers import has_levels, multi_agent
+from policy import categorical
 from policy.network import ActorCritic
 from policy.rollout import agent_inputs
 
@@ -169,7 +169,7 @@ class Evaluator:
             if mode == "greedy":
                 act = jnp.argmax(logits, -1)
             else:
-                act = distrax.Categorical(logits=logits).sample(seed=k_act)
+                act = categorical.sample(k_act, logits)
             act = act.astype(jnp.int32)
             obs, st, reward, term, info = jax.vmap(env.step_env)(
                 jax.random.split(k_env, n), c.state, act, cfg)

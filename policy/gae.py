@@ -1,14 +1,13 @@
-"""Generalised advantage estimation over [T, ...] rollouts, via rlax.
+"""Generalised advantage estimation over [T, ...] rollouts (Schulman et al. 2016).
 
-rlax works on one sequence; we flatten every trailing axis (envs, agents) and vmap it, so
-the same function serves [T, B, A] multi-agent rollouts and tiny hand-checked arrays.
+One reverse `lax.scan` over time serves every trailing shape, so the same function handles
+[T, B, A] multi-agent rollouts and tiny hand-checked arrays.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import rlax
 
 
 def gae(rewards: jax.Array, values: jax.Array, dones: jax.Array, last_value: jax.Array,
@@ -21,13 +20,18 @@ def gae(rewards: jax.Array, values: jax.Array, dones: jax.Array, last_value: jax
     """
     while dones.ndim < rewards.ndim:
         dones = dones[..., None]
+    rewards = rewards.astype(jnp.float32)
+    values = values.astype(jnp.float32)
     discount = gamma * (1.0 - jnp.broadcast_to(dones, rewards.shape).astype(jnp.float32))
-    v_ext = jnp.concatenate([values, last_value[None]], 0)
-    flat = lambda x: x.reshape(x.shape[0], -1)  # noqa: E731
-    adv = jax.vmap(rlax.truncated_generalized_advantage_estimation,
-                   in_axes=(1, 1, None, 1), out_axes=1)(
-        flat(rewards.astype(jnp.float32)), flat(discount), lam, flat(v_ext.astype(jnp.float32)))
-    adv = adv.reshape(rewards.shape)
+    next_v = jnp.concatenate([values[1:], last_value[None].astype(jnp.float32)], 0)
+    delta = rewards + discount * next_v - values
+
+    def back(acc: jax.Array, x: tuple[jax.Array, jax.Array]):
+        d, disc = x
+        acc = d + disc * lam * acc
+        return acc, acc
+
+    _, adv = jax.lax.scan(back, jnp.zeros_like(delta[0]), (delta, discount), reverse=True)
     return adv, adv + values
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import distrax
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 from jaxenv.agents import AgentObs
+from policy import categorical
 
 
 @struct.dataclass
@@ -69,9 +69,8 @@ def rollout(env: Any, network: Any, params: Any, envc: EnvCarry, env_params: Any
         inp = agent_inputs(env, c.obs, c.state, glob)
         logits, value = network.apply(params, inp)
         ks = jax.vmap(lambda k: jax.random.split(k, 3))(c.key)
-        action = jax.vmap(lambda k, lg: distrax.Categorical(logits=lg).sample(seed=k))(
-            ks[:, 1], logits)
-        logp = distrax.Categorical(logits=logits).log_prob(action)
+        action = jax.vmap(categorical.sample)(ks[:, 1], logits)
+        logp = categorical.log_prob(logits, action)
         obs, state, reward, term, trunc, info = jax.vmap(
             env.step, in_axes=(0, 0, 0, params_axes))(ks[:, 2], c.state, action, env_params)
         done = term | trunc

@@ -5,7 +5,8 @@
 `num_envs / D` environments, generates `pool_size / D` levels (all-gathered into the full
 pool), and every gradient, count and metric is psum'd. Because per-env randomness comes from
 the global env index (see `policy.ppo`), the result is the one-device update up to float
-summation order. The same code runs across hosts under `jax.distributed` with a global mesh.
+summation order. The same function runs across processes: `policy.distributed` builds the mesh
+over every process's devices and turns each process's (identical) inputs into global arrays.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from designer.cli import demo, main
+from designer.cli import main
+from designer.demo import demo
 
 
 def test_demo_runs_and_reports(capsys):

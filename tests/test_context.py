@@ -90,7 +90,7 @@ def test_budget_holds_on_a_worst_case_context(failures):
                         "trajectories": [t * 8 for t in failures.trajectories] * 2})
     ctx = _ctx(worst, n_hist=12)
     full = ContextBuilder("F,G,H,T,S", history_k=10, n_traj=6, token_budget=10**9).render(ctx)
-    for budget in (3000, 1500, 900):
+    for budget in (3000, 1800, 1000):
         b = ContextBuilder("F,G,H,T,S", history_k=10, n_traj=6, token_budget=budget)
         p = b.render(ctx)
         assert p.tokens <= budget < full.tokens

@@ -4,6 +4,7 @@ against the plain-Python reference (jaxenv.mapf.solvers.reference.ref_check_plan
 from __future__ import annotations
 
 import json
+import time
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +35,7 @@ from jaxenv.mapf.plans import (
     verify_plan,
     verify_text,
 )
+from jaxenv.mapf.plans.parse import MAX_REPLY_CHARS
 from jaxenv.mapf.solvers import reference
 
 MAX_SIZE, MAX_AGENTS = 8, 5
@@ -120,6 +122,63 @@ def test_format_parse_round_trip(paths, as_json):
     r = parse_plan(text)
     assert r.ok, r.errors
     assert r.paths == {i: list(p) for i, p in paths.items()}
+
+
+# ------------------------------------------------------------------- adversarial replies
+
+def _parse_timed(text):
+    t = time.perf_counter()
+    report = parse_plan(text)
+    assert time.perf_counter() - t < 2.0, "hang guard"  # speed itself is not asserted
+    return report
+
+
+@pytest.mark.parametrize("unit, tail", [
+    ("A0", " " * 40_000 + "x"),  # a label followed by spaces: 13-16 s with backtracking
+    ("agent", " " * 40_000 + "x"),
+    ("**Agent 1**", " " * 40_000 + "x"),
+    ("A0: (1", " " * 40_000 + "x"),
+    ("```", "\n" * 40_000),
+    ("", "A0 " * 13_000 + "x"),
+    ("A0: ", "(" * 40_000),
+    ('{"A0": "', " " * 40_000 + '"}'),
+    ("", "A0: (0,0)\n" * 5_000),
+])
+def test_adversarial_replies_parse_in_bounded_time(unit, tail):
+    r = _parse_timed(unit + tail)
+    assert not r.ok and r.errors
+    big = _parse_timed(unit + tail * 5)  # 200 k characters: over the bound, not read
+    assert not big.ok and any("longer than" in e for e in big.errors)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("A0: (" + "9" * 5000 + ",0)", "more than 400 digits"),
+    ('{"A0": [[' + "9" * 5000 + ", 0]]}", "not [row, col] integers"),
+    ("[" * 10**5, "longer than"),
+    ("[" * (MAX_REPLY_CHARS - 1), "nested deeper"),
+    ('{"plan": ' * 40 + "1" + "}" * 40, "nested deeper"),
+    ("A" + "9" * 5000 + ": (0,0)", "agent label above"),
+    ("A4096: (0,0)", "agent label above"),
+    ('{"A99999999999": [[0, 0]]}', "unknown key"),
+    ("x" * (MAX_REPLY_CHARS + 1), "longer than"),
+])
+def test_huge_numbers_and_deep_json_are_parse_errors(text, needle):
+    r = _parse_timed(text)
+    assert not r.ok and any(needle in e for e in r.errors), r.errors
+    assert all(len(e) < 300 for e in r.errors)
+    assert not bool(r.to_arrays(MAX_AGENTS).parsed_ok)
+
+
+def test_coordinates_beyond_int64_fail_in_bounds_without_overflow():
+    lv = level_of(OPEN, [(0, 0)], [(0, 2)], max_size=3, max_agents=MAX_AGENTS)
+    for big in (2**63, 2**64 + 5, -(2**63) - 1, 10**40):
+        for text in (f"A0: (0,0) -> ({big},1) -> (0,2)",
+                     json.dumps({"A0": [[0, 0], [big, 1], [0, 2]]})):
+            v, r = verify_text(lv, text)
+            assert r.ok and r.paths[0][1] == (big, 1)
+            assert "in_bounds" in failing(v) and "parsable" not in failing(v)
+    plan = plan_arrays({0: [(2**70, -(2**70))]}, MAX_AGENTS)
+    assert plan.cells[0, 0].tolist() == [2**20, -(2**20)]
 
 
 # --------------------------------------------------------------------------- array form

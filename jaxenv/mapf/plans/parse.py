@@ -3,11 +3,16 @@
 The format is specified in docs/plan_format.md. The parser never guesses: anything it cannot
 read goes into `ParseReport.errors`. `plan_arrays` turns paths into the array form that
 `jaxenv.mapf.plans.verify` checks.
+
+Replies are untrusted, so parsing is bounded and linear: a reply longer than
+`MAX_REPLY_CHARS` is an error (an LLM reply is a few thousand tokens), JSON goes through
+`jaxenv.config_space.loads_bounded` (depth bounded before decoding), numbers longer than
+`MAX_NUMBER_DIGITS` digits and agent labels above `MAX_AGENT_LABEL` are errors, and the label
+and fence patterns use possessive quantifiers so that no line can make them backtrack.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,8 +22,13 @@ import jax
 import numpy as np
 from flax import struct
 
+from jaxenv.config_space import MAX_INT_DIGITS, loads_bounded
+
 Cell = tuple[int, int]
 _COORD_CLIP = 1 << 20
+MAX_REPLY_CHARS = 64 * 1024
+MAX_NUMBER_DIGITS = MAX_INT_DIGITS  # far beyond any grid; int() refuses 4,300 digits
+MAX_AGENT_LABEL = 4095  # far beyond any capacity; ``as_list`` makes a list this long
 
 # ------------------------------------------------------------------------------------- text
 
@@ -56,13 +66,29 @@ class ParseReport:
                            parsed_ok=self.ok)
 
 
+# Possessive quantifiers (*+, ?+): adjacent optional whitespace runs cannot trade characters,
+# so a failing line costs linear time (with backtracking, "agent" + 40k spaces took 13 s).
+# The bullet stays an ordinary optional: "**A1**" must be able to give its "*" back.
 _LABEL = re.compile(
-    r"""^\s*(?:[-*•]\s*)?(?:\*\*|`|")?\s*(?:agent\s*a?|a)\s*(\d+)\s*(?:\*\*|`|")?\s*[:=]\s*(.*)$""",
+    r"""^\s*+(?:[-*•]\s*+)?(?:\*\*|`|")?+\s*+(?:agent\s*+a?+|a)\s*+(\d++)\s*+(?:\*\*|`|")?+"""
+    r"""\s*+[:=]\s*+(.*)$""",
     re.IGNORECASE,
 )
-_CELL = re.compile(r"[(\[]\s*([-+]?\d+)\s*,\s*([-+]?\d+)\s*[)\]]")
+_CELL = re.compile(r"[(\[]\s*+([-+]?+\d++)\s*+,\s*+([-+]?+\d++)\s*+[)\]]")
 _SEP = re.compile(r"->|→|=>|[,;\s\[\]()]")  # one token: a "[" may open the next cell
-_FENCE = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```[a-zA-Z]*+\s*+(.*?)```", re.DOTALL)
+_JSON_KEY = re.compile(r"\s*+(?:agent[\s_]*+a?+|a)?+\s*+(\d++)\s*+", re.IGNORECASE)
+
+
+def _number(text: str) -> int | None:
+    """An integer literal, or None when it has more than `MAX_NUMBER_DIGITS` digits."""
+    return int(text) if len(text.lstrip("+-")) <= MAX_NUMBER_DIGITS else None
+
+
+def _agent(text: str) -> int | None:
+    """An agent label's index, or None when it is above `MAX_AGENT_LABEL`."""
+    n = _number(text)
+    return n if n is not None and n <= MAX_AGENT_LABEL else None
 
 
 def _parse_body(body: str) -> tuple[list[Cell], str | None]:
@@ -75,7 +101,10 @@ def _parse_body(body: str) -> tuple[list[Cell], str | None]:
     while i < len(s):
         m = _CELL.match(s, i)
         if m:
-            cells.append((int(m.group(1)), int(m.group(2))))
+            r, c = _number(m.group(1)), _number(m.group(2))
+            if r is None or c is None:
+                return cells, f"number with more than {MAX_NUMBER_DIGITS} digits"
+            cells.append((r, c))
             i = m.end()
             continue
         m = _SEP.match(s, i)
@@ -100,7 +129,10 @@ def _parse_lines(text: str) -> ParseReport:
         if not m:
             ignored.append(line)
             continue
-        agent = int(m.group(1))
+        agent = _agent(m.group(1))
+        if agent is None:
+            errors.append(f"agent label above A{MAX_AGENT_LABEL}: {line[:40]!r}")
+            continue
         cells, err = _parse_body(m.group(2))
         if err:
             errors.append(f"A{agent}: {err}")
@@ -114,8 +146,8 @@ def _parse_lines(text: str) -> ParseReport:
 
 
 def _json_key(key: str) -> int | None:
-    m = re.fullmatch(r"\s*(?:agent[\s_]*a?|a)?\s*(\d+)\s*", str(key), re.IGNORECASE)
-    return int(m.group(1)) if m else None
+    m = _JSON_KEY.fullmatch(str(key))
+    return _agent(m.group(1)) if m else None
 
 
 def _json_cell(x: Any) -> Cell | None:
@@ -150,8 +182,8 @@ def _parse_json(blob: str) -> ParseReport:
     errors: list[str] = []
     paths: dict[int, list[Cell]] = {}
     try:
-        data = json.loads(blob)
-    except json.JSONDecodeError as e:
+        data = loads_bounded(blob, max_chars=MAX_REPLY_CHARS)
+    except ValueError as e:
         return ParseReport(False, {}, [f"invalid JSON: {e}"], form="json")
     if isinstance(data, dict) and len(data) == 1:
         (k, v), = data.items()
@@ -161,13 +193,17 @@ def _parse_json(blob: str) -> ParseReport:
         for k, v in data.items():
             agent = _json_key(k)
             if agent is None:
-                errors.append(f"unknown key {k!r} (expected an agent label such as 'A0')")
+                errors.append(f"unknown key {str(k)[:40]!r} (expected an agent label such as "
+                              f"'A0', at most A{MAX_AGENT_LABEL})")
                 continue
             if agent in paths:
                 errors.append(f"A{agent}: given twice")
                 continue
             paths[agent] = _json_path(agent, v, errors)
     elif isinstance(data, list):
+        if len(data) > MAX_AGENT_LABEL + 1:
+            errors.append(f"more than {MAX_AGENT_LABEL + 1} paths")
+            data = []
         for agent, v in enumerate(data):
             paths[agent] = _json_path(agent, v, errors)
     else:
@@ -182,9 +218,13 @@ def parse_plan(text: str) -> ParseReport:
 
     The JSON form is used when the reply (after stripping) or its first ```json fence starts
     with ``{`` or ``[``; otherwise the text form. Never guesses: see ``ParseReport.errors``.
+    A reply longer than `MAX_REPLY_CHARS` characters is not read (an error says so).
     """
     if not isinstance(text, str):
         return ParseReport(False, {}, [f"expected a string, got {type(text).__name__}"])
+    if len(text) > MAX_REPLY_CHARS:
+        return ParseReport(False, {}, [f"reply longer than {MAX_REPLY_CHARS} characters "
+                                       f"({len(text)}); not read"])
     stripped = text.strip()
     fence = _FENCE.search(text)
     if stripped[:1] in ("{", "["):
@@ -211,10 +251,10 @@ def plan_arrays(paths: Mapping[int, Sequence[Cell]] | Sequence[Sequence[Cell]] |
     """Numpy-backed array form with ``P = max_agents + 1`` rows (the last is the overflow row).
 
     Coordinates are clipped to ±2**20 (far off the grid either way; keeps int32 differences
-    exact). ``horizon`` (T) defaults to the longest path rounded up to a multiple of 8. A path
-    longer than ``horizon`` cannot be represented: the plan gets ``parsed_ok = False`` (it is
-    not truncated). A list ``paths`` maps position to agent index; an empty path is an absent
-    agent (as in the text form, where it cannot be written).
+    exact), also those beyond int64. ``horizon`` (T) defaults to the longest path rounded up
+    to a multiple of 8. A path longer than ``horizon`` cannot be represented: the plan gets
+    ``parsed_ok = False`` (it is not truncated). A list ``paths`` maps position to agent
+    index; an empty path is an absent agent (as in the text form, where it cannot be written).
     """
     if paths is None:
         paths, parsed_ok = {}, False
@@ -233,11 +273,18 @@ def plan_arrays(paths: Mapping[int, Sequence[Cell]] | Sequence[Sequence[Cell]] |
         row = min(int(i), max_agents)
         if row == max_agents and length[row] > 0:
             continue
-        arr = np.asarray(path, np.int64).reshape(-1, 2)
+        try:
+            arr = np.asarray(path, np.int64).reshape(-1, 2)
+        except OverflowError:  # a Python int beyond int64: clip it before numpy sees it
+            arr = np.asarray([[_clip(v) for v in cell] for cell in path], np.int64)
         cells[row, :len(arr)] = np.clip(arr, -_COORD_CLIP, _COORD_CLIP)
         cells[row, len(arr):] = cells[row, len(arr) - 1]
         length[row] = len(arr)
     return Plan(cells=cells, length=length, parsed_ok=np.bool_(ok))
+
+
+def _clip(v: Any) -> int:
+    return min(max(int(v), -_COORD_CLIP), _COORD_CLIP)
 
 
 def stack_plans(plans: Sequence[Plan]) -> Plan:

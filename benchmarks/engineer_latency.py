@@ -1,0 +1,144 @@
+"""Latency of the environment engineer: verification of candidates and LLM proposals.
+
+- Verification: seconds per candidate to generate `--episodes` fresh levels from a candidate
+  config and play them with the current policy (`designer.verify.Verifier`, one jitted call for
+  `--k` candidates), and the number of compilations over `--stages` stages of random candidate
+  batches after warm-up (goal: 0);
+- Proposals: seconds per proposal and tokens/s of the embedded SmolLM2-135M (transformers +
+  outlines, CPU) writing grammar-constrained edits from a real context, in `single` and `team`
+  role modes (skipped, and said so, where the `llm` extra is not installed).
+
+The policy is trained for `--train-stages` short stages first, so episodes last as long as
+they do in a run. Medians of the timed stages after one warm-up.
+
+    python benchmarks/engineer_latency.py --json benchmarks/results/engineer_latency_cpu2.json
+    python benchmarks/engineer_latency.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from designer.sampling import random_values
+from designer.settings import CapacitySettings, RunSettings, TraineeSettings, VerifySettings
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--k", type=int, default=4, help="candidates per verification call")
+    p.add_argument("--episodes", type=int, default=1024, help="levels per candidate")
+    p.add_argument("--stages", type=int, default=20, help="timed verification stages")
+    p.add_argument("--train-stages", type=int, default=2)
+    p.add_argument("--proposals", type=int, default=3, help="timed LLM proposals per mode")
+    p.add_argument("--quick", action="store_true", help="a run under 3 minutes")
+    p.add_argument("--no-llm", action="store_true", help="skip the LLM part")
+    p.add_argument("--json", type=Path)
+    a = p.parse_args(argv)
+    if a.quick:
+        a.stages, a.train_stages, a.proposals = 5, 1, 1
+    return a
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from designer.loop import ClosedLoop
+
+    a = parse(argv)
+    settings = RunSettings(engineer="rules", stages=a.train_stages + 1, stage_steps=262_144,
+                           capacity=CapacitySettings(), trainee=TraineeSettings(),
+                           verify=VerifySettings(k=a.k, episodes=a.episodes))
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        loop = ClosedLoop(settings, tmp)
+        runner = loop.trainer.init(jax.random.PRNGKey(0))
+        values = loop.space.default()
+        t = time.perf_counter()
+        for i in range(a.train_stages):
+            runner, _ = loop.trainer.train_stage(runner, loop.space.to_config(values),
+                                                 jax.random.PRNGKey(i))
+        jax.block_until_ready(runner)
+        train_s = time.perf_counter() - t
+        verifier, space = loop.verifier, loop.space
+        rng = np.random.default_rng(0)
+        t = time.perf_counter()
+        verifier.score(runner.params, [values] * a.k, values, jax.random.PRNGKey(99))
+        warm_s = time.perf_counter() - t
+        compiled = verifier.compiled
+        per_call = []
+        for i in range(a.stages):
+            cands = [random_values(space, rng) for _ in range(a.k)]
+            t = time.perf_counter()
+            verifier.score(runner.params, cands, values, jax.random.PRNGKey(i))
+            per_call.append(time.perf_counter() - t)
+        out = {
+            "device": str(jax.devices()[0]), "jax": jax.__version__,
+            "platform": platform.platform(), "k": a.k, "episodes_per_candidate": a.episodes,
+            "train_s": train_s, "verify_warmup_s": warm_s,
+            "verify_s_per_call": statistics.median(per_call),
+            "verify_s_per_candidate": statistics.median(per_call) / a.k,
+            "verify_calls": per_call,
+            "recompiles_after_warmup": verifier.compiled - compiled,
+        }
+        print(f"verification: {out['verify_s_per_candidate']:.2f} s per candidate "
+              f"({a.episodes} episodes, generation included; median of {a.stages} calls of "
+              f"{a.k}), warm-up {warm_s:.1f} s, recompiles after warm-up "
+              f"{out['recompiles_after_warmup']}", flush=True)
+        if not a.no_llm:
+            out.update(llm_latency(loop, runner, a.proposals))
+    if a.json:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(json.dumps(out, indent=1))
+    return out
+
+
+def llm_latency(loop, runner, n: int) -> dict:
+    """Seconds per proposal and tokens/s of the embedded model, single and team."""
+    from designer.context import Context, mapf_failures
+    from designer.engineers import LLMEngineer
+    from designer.llm import open_backend
+    from policy.validation import validate
+
+    try:
+        backend = open_backend(loop.s, None)
+    except Exception as e:  # the llm extra or the model package is missing
+        print(f"LLM part skipped: {e}")
+        return {"llm_skipped": str(e)}
+    val = validate(runner.params, loop.network, jax.random.PRNGKey(2), loop.validator)
+    train = {"success_rate": 0.5}
+    values = loop.space.default()
+    ctx = Context(stage=1, stages_total=6, env_steps_per_stage=819_200,
+                  env_steps_so_far=1_638_400, current=values, space=loop.space,
+                  failures=mapf_failures(val, train), train=train)
+    out: dict = {"llm_backend": backend.name, "llm_model": backend.model}
+    for roles in ("single", "team"):
+        eng = LLMEngineer(backend, loop.builder, roles=roles, n=loop.s.candidates,
+                          max_tokens=loop.s.max_tokens)
+        times, toks = [], []
+        for i in range(n + 1):
+            ctx.stage = 1 + i
+            t = time.perf_counter()
+            props = eng.propose(ctx)
+            dt = time.perf_counter() - t
+            if i:  # the first call warms the model up
+                times.append(dt)
+                toks.append(sum(len(d.get("reply") or "") for d in
+                                (eng.last_prompt or {}).get("drafts", [])) / 4)
+            print(f"{roles}: {dt:.1f}s, {len(props)} proposal(s) from "
+                  f"{props[0].source if props else '-'}", flush=True)
+        s = statistics.median(times)
+        out[f"proposal_s_{roles}"] = s
+        out[f"reply_tokens_per_s_{roles}"] = statistics.median(toks) / s if s else None
+    print(f"proposal: single {out['proposal_s_single']:.1f}s, team {out['proposal_s_team']:.1f}s")
+    return out
+
+
+if __name__ == "__main__":
+    main()

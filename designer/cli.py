@@ -1,0 +1,411 @@
+"""The `envengineer` command: the closed loop, comparisons, evaluation, reports.
+
+    envengineer run [--engineer llm] [--backend transformers] [--stages 6] [--out runs/x]
+    envengineer run --resume runs/x
+    envengineer compare --engineers fixed,dr,learnability,mutate,rules,llm --seeds 0,1,2
+    envengineer eval runs/x              # the held-out table of a run's last trainee
+    envengineer report runs/a runs/b --out reports/ab
+    envengineer demo                     # the environment layer on its own
+    envengineer bench                    # the throughput benchmarks (from a source checkout)
+
+A bad argument, a missing or malformed file, an unknown engineer or backend: one line on stderr
+and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from designer.settings import BACKENDS, ENGINEERS, RunSettings
+
+DEFAULT_OUT = Path("runs")
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not usage + message
+        raise CliError(f"{self.prog}: {message}")
+
+
+# ------------------------------------------------------------------------------ settings
+RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
+    # flag: (settings path, type, help)
+    "engineer": ("engineer", str, f"one of {', '.join(ENGINEERS)}"),
+    "backend": ("backend", str, f"LLM backend: one of {', '.join(BACKENDS)}"),
+    "model": ("model", str, "model directory or GGUF file (default: SmolLM2-135M-Instruct)"),
+    "base-url": ("base_url", str, "OpenAI-compatible server, e.g. http://localhost:8000/v1"),
+    "roles": ("roles", str, "single (one call) or team (analyst, engineer, critic)"),
+    "context": ("context", str, "context modules, e.g. F,G,H,T (add S for a self-summary)"),
+    "preset": ("preset", str, "paper (2-agent training) or open (agent counts editable)"),
+    "candidates": ("candidates", int, "candidates per stage"),
+    "stages": ("stages", int, "stages, round 0 included"),
+    "stage-steps": ("stage_steps", int, "training env steps per stage"),
+    "seed": ("seed", int, "seed of round 0, training and sampling"),
+    "max-size": ("capacity.max_size", int, "largest map side"),
+    "max-agents": ("capacity.max_agents", int, "agent slots in training"),
+    "view-radius": ("capacity.view_radius", int, "radius of each agent's view"),
+    "max-steps": ("capacity.max_steps", int, "longest episode"),
+    "envs": ("trainee.num_envs", int, "parallel environments"),
+    "hidden": ("trainee.hidden", int, "width of the actor-critic"),
+    "verify-k": ("verify.k", int, "candidates per verification call"),
+    "verify-episodes": ("verify.episodes", int, "fresh levels per candidate"),
+    "token-budget": ("token_budget", int, "prompt token budget"),
+    "max-tokens": ("max_tokens", int, "tokens per LLM reply"),
+}
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    for flag, (_, typ, helptext) in RUN_FLAGS.items():
+        p.add_argument(f"--{flag}", type=typ, default=None, help=helptext)
+    p.add_argument("--settings", type=Path, help="a JSON, TOML or YAML file of run settings "
+                   "(flags override it)")
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise CliError(f"settings file {path} not found")
+    text = path.read_text()
+    try:
+        if path.suffix == ".toml":
+            import tomllib
+
+            return tomllib.loads(text)
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except Exception as e:  # any parser's error is the user's malformed file
+        raise CliError(f"settings file {path} is malformed: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise CliError(f"settings file {path} must hold a mapping of settings")
+    return data
+
+
+def build_settings(args: argparse.Namespace, base: dict[str, Any] | None = None) -> RunSettings:
+    data: dict[str, Any] = dict(base or {})
+    if getattr(args, "settings", None):
+        data.update(read_settings_file(args.settings))
+    for flag, (path, _, _) in RUN_FLAGS.items():
+        v = getattr(args, flag.replace("-", "_"), None)
+        if v is None:
+            continue
+        *parents, leaf = path.split(".")
+        d = data
+        for part in parents:
+            d = d.setdefault(part, {})
+        d[leaf] = v
+    return settings_from(data)
+
+
+def settings_from(data: dict[str, Any]) -> RunSettings:
+    from pydantic import ValidationError
+
+    try:
+        return RunSettings.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "settings"
+        raise CliError(f"bad value for {where}: {err['msg']}") from None
+
+
+# ------------------------------------------------------------------------------ progress
+class StageProgress:
+    """rich progress: a bar over the stages and one line naming the phase under way."""
+
+    NAMES = {"train": "training", "validate": "validation split", "heldout": "held-out eval",
+             "propose": "engineer (LLM calls)", "verify": "verification"}
+
+    def __init__(self, stages: int, title: str):
+        from rich import progress as rp
+
+        self.progress = rp.Progress(rp.SpinnerColumn(), rp.TextColumn("{task.description}"),
+                                    rp.BarColumn(), rp.TextColumn("{task.completed}/{task.total}"),
+                                    rp.TimeElapsedColumn())
+        self.bar = self.progress.add_task(title, total=stages)
+        self.phase = self.progress.add_task("  starting", total=None)
+
+    def __enter__(self) -> StageProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.update(self.phase, description="  done", total=1, completed=1)
+        self.progress.__exit__(*exc)
+
+    def __call__(self, stage: int, phase: str, what: str) -> None:
+        if phase == "stage":
+            self.progress.update(self.bar, completed=stage + 1)
+        elif what == "start":
+            self.progress.update(self.phase, description=f"  stage {stage}: {self.NAMES[phase]}")
+
+    def stage_done(self, completed: int) -> None:
+        self.progress.update(self.bar, completed=completed)
+
+
+# -------------------------------------------------------------------------- commands
+def print_table(results: list[Any], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    final = next((r.heldout for r in reversed(results) if r.heldout), None)
+    t = Table(title=title)
+    t.add_column("model")
+    for k in ("3", "4", "5"):
+        t.add_column(f"{k} agents (valid / optimal %)")
+    from designer.report import PAPER
+
+    for name, cells in PAPER.items():
+        t.add_row(name, *[f"{v:.2f} / {o:.2f}" for v, o in cells])
+    if final:
+        m = final["mean_over_sizes"]
+        t.add_row("this run (held-out split, final stage)",
+                  *[f"{m[k]['valid']:.2f} / {m[k]['optimal']:.2f}" if k in m else "-"
+                    for k in ("3", "4", "5")])
+    Console().print(t)
+
+
+def run_one(settings: RunSettings, out: Path, *, quiet: bool = False) -> list[Any]:
+    from designer.loop import ClosedLoop
+
+    loop = ClosedLoop(settings, out)
+    done = len(loop.folder.finished_stages())
+    with StageProgress(settings.stages, f"{settings.engineer} seed {settings.seed}") as prog:
+        prog.stage_done(done)
+        loop.on_phase = prog
+        results = loop.run()
+        prog.stage_done(len(results))
+    return results
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from designer.report import write_report
+
+    if args.resume:
+        run_json = args.resume / "run.json"
+        if not run_json.is_file():
+            raise CliError(f"--resume {args.resume}: not a run folder (no run.json)")
+        settings = settings_from(json.loads(run_json.read_text())["settings"])
+        out = args.resume
+    else:
+        settings = build_settings(args)
+        out = args.out or DEFAULT_OUT / time.strftime(f"%Y%m%d-%H%M%S-{settings.engineer}")
+        if (out / "run.json").exists():
+            raise CliError(f"{out} already holds a run: use --resume {out} or another --out")
+    t0 = time.perf_counter()
+    results = run_one(settings, out)
+    report = write_report([out], out, title=f"Run {out}", command=" ".join(sys.argv))
+    print_table(results, f"{settings.engineer}: {len(results)} stages, "
+                         f"{results[-1].env_steps:,} env steps, {time.perf_counter() - t0:.0f}s")
+    print(f"report: {report}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from designer.report import write_report
+
+    engineers = [e.strip() for e in args.engineers.split(",") if e.strip()]
+    bad = [e for e in engineers if e not in ENGINEERS]
+    if bad:
+        raise CliError(f"unknown engineer(s) {bad} (known: {', '.join(ENGINEERS)})")
+    try:
+        seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    except ValueError:
+        raise CliError(f"--seeds must be integers separated by commas, got {args.seeds!r}") \
+            from None
+    out = args.out or DEFAULT_OUT / "compare"
+    dirs = []
+    t0 = time.perf_counter()
+    for eng in engineers:
+        for seed in seeds:
+            s = build_settings(args).model_copy(update={"engineer": eng, "seed": seed})
+            d = out / eng / f"seed{seed}"
+            if (d / "run.json").exists():
+                old = settings_from(json.loads((d / "run.json").read_text())["settings"])
+                if old != s:
+                    raise CliError(f"{d} holds a run with other settings; use another --out")
+            run_one(s, d)
+            dirs.append(d)
+    report = write_report(dirs, out, title="Engineers compared at equal budget",
+                          command=" ".join(sys.argv))
+    print(f"{len(dirs)} runs in {time.perf_counter() - t0:.0f}s; report: {report}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import jax
+
+    from designer.loop import ClosedLoop
+    from jaxenv.mapf.benchmark import format_markdown
+    from policy import checkpoint
+    from policy.validation import validate
+
+    run_json = args.run / "run.json"
+    if not run_json.is_file():
+        raise CliError(f"{args.run} is not a run folder (no run.json)")
+    settings = settings_from(json.loads(run_json.read_text())["settings"])
+    loop = ClosedLoop(settings.model_copy(update={"engineer": "fixed"}), args.run)
+    done = loop.folder.finished_stages()
+    if not done:
+        raise CliError(f"{args.run} has no finished stage with a checkpoint")
+    stage = done[-1] if args.stage is None else args.stage
+    if stage not in done:
+        raise CliError(f"stage {stage} is not finished in {args.run} (finished: {done})")
+    runner = checkpoint.restore(loop.folder.stage_dir(stage) / "ckpt",
+                                loop.trainer.init(jax.random.PRNGKey(0)))
+    v = validate(runner.params, loop.network, jax.random.PRNGKey(3), loop.heldout,
+                 record=False)
+    print(format_markdown(v.table, f"{args.run}, stage {stage}: held-out split"))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from designer.report import write_report
+
+    for d in args.runs:
+        if not (d / "run.json").is_file():
+            raise CliError(f"{d} is not a run folder (no run.json)")
+    out = args.out or args.runs[0]
+    print(f"report: {write_report(args.runs, out, command=' '.join(sys.argv))}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from designer import sweep
+
+    for flag, v, low in (("retries", args.retries, 0), ("cpus-per-trial", args.cpus_per_trial,
+                         1e-3), ("gpus-per-trial", args.gpus_per_trial, 0),
+                         ("llm-concurrency", args.llm_concurrency, 1)):
+        if v < low:
+            raise CliError(f"--{flag} must be at least {low:g}, got {v:g}")
+    flags = {k: v for k in ("backend", "base_url", "model")
+             if (v := getattr(args, k)) is not None}
+    try:
+        spec = sweep.load_spec(args.spec)
+        try:
+            trials = sweep.expand(spec, flags)
+        except sweep.SweepError as e:
+            raise CliError(f"spec {args.spec}: {e}") from None
+        out = args.out or DEFAULT_OUT / "sweeps" / (spec.name or args.spec.stem)
+        states = sweep.plan(trials, out)
+        if args.dry_run:
+            for t in trials:
+                print(f"{t.name}\t{states[t.name]}\t{json.dumps(t.overrides)}")
+            print(f"{len(trials)} trials in {out}")
+            return 0
+        opts = sweep.Options(out=out, address=args.address, cpus_per_trial=args.cpus_per_trial,
+                             gpus_per_trial=args.gpus_per_trial, retries=args.retries,
+                             llm_concurrency=args.llm_concurrency, command=" ".join(sys.argv))
+        summary = sweep.run_sweep(spec, trials, opts)
+    except sweep.SweepError as e:
+        raise CliError(str(e)) from None
+    print(f"{len(summary.rows) - len(summary.failed)}/{len(summary.rows)} trials finished in "
+          f"{summary.wall_s:.0f}s; report: {summary.report}; results: {summary.results}")
+    for r in summary.failed:
+        print(f"failed: {r['trial']}: {r['error']}", file=sys.stderr)
+    return 1 if summary.failed else 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from designer.demo import demo
+
+    demo(args.levels, args.envs, args.steps, args.seed)
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    if not root.is_dir():
+        raise CliError("the benchmarks live in the source checkout (benchmarks/); run this "
+                       "from a clone of the repository")
+    scripts = {"env": "env_throughput.py", "train": "train_throughput.py",
+               "verify": "verify_throughput.py", "engineer": "engineer_latency.py"}
+    for name in args.which.split(","):
+        if name not in scripts:
+            raise CliError(f"unknown benchmark {name!r} (known: {', '.join(scripts)})")
+        cmd = [sys.executable, str(root / scripts[name])] + (["--quick"] if args.quick else [])
+        print("$ " + " ".join(cmd), flush=True)
+        rc = subprocess.run(cmd, env=dict(os.environ)).returncode
+        if rc:
+            return rc
+    return 0
+
+
+def parser() -> Parser:
+    ap = Parser(prog="envengineer", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", parser_class=Parser)
+    r = sub.add_parser("run", help="one closed-loop run (train, validate, redesign, verify)")
+    add_run_flags(r)
+    r.add_argument("--out", type=Path, help="run folder (default: runs/<time>-<engineer>)")
+    r.add_argument("--resume", type=Path, help="continue the run in this folder")
+    c = sub.add_parser("compare", help="engineers x seeds at equal budget, then report.md")
+    add_run_flags(c)
+    c.add_argument("--engineers", default=",".join(ENGINEERS), help="comma-separated")
+    c.add_argument("--seeds", default="0,1,2", help="comma-separated integers")
+    c.add_argument("--out", type=Path, help="folder of the runs and the report")
+    e = sub.add_parser("eval", help="the held-out table of a run's trainee")
+    e.add_argument("run", type=Path, help="a run folder")
+    e.add_argument("--stage", type=int, help="which finished stage (default: the last)")
+    rp = sub.add_parser("report", help="rebuild report.md and plots from run folders")
+    rp.add_argument("runs", type=Path, nargs="+", help="run folders")
+    rp.add_argument("--out", type=Path, help="where to write (default: the first run folder)")
+    sw = sub.add_parser("sweep", help="many runs from a SPEC file (grid, random draws) on Ray")
+    sw.add_argument("spec", type=Path, help="a YAML or TOML sweep spec (docs/sweeps.md)")
+    sw.add_argument("--out", type=Path, help="sweep folder (default: runs/sweeps/<spec name>)")
+    sw.add_argument("--address", help="join this Ray cluster (default: a local one, no setup)")
+    sw.add_argument("--cpus-per-trial", type=float, default=1.0, help="Ray CPUs per trial")
+    sw.add_argument("--gpus-per-trial", type=float, default=0.0, help="Ray GPUs per trial")
+    sw.add_argument("--retries", type=int, default=2, help="retries of a killed or crashed "
+                    "trial (each resumes from its run folder)")
+    sw.add_argument("--llm-concurrency", type=int, default=4, help="most trials calling the "
+                    "shared LLM server (engineer llm, backend openai) at once")
+    sw.add_argument("--backend", help="LLM backend for every trial, e.g. openai")
+    sw.add_argument("--base-url", help="shared OpenAI-compatible server for every trial")
+    sw.add_argument("--model", help="model name or path for every trial")
+    sw.add_argument("--dry-run", action="store_true", help="validate, list the trials, exit")
+    d = sub.add_parser("demo", help="environment demo on the embedded default config")
+    d.add_argument("--levels", type=int, default=512, help="levels to generate")
+    d.add_argument("--envs", type=int, default=1024, help="parallel environments")
+    d.add_argument("--steps", type=int, default=64, help="steps per environment")
+    d.add_argument("--seed", type=int, default=0)
+    b = sub.add_parser("bench", help="throughput benchmarks (source checkout)")
+    b.add_argument("--which", default="env,train,verify", help="comma-separated")
+    b.add_argument("--quick", action="store_true")
+    return ap
+
+
+COMMANDS = {"run": cmd_run, "compare": cmd_compare, "eval": cmd_eval, "report": cmd_report,
+            "sweep": cmd_sweep, "demo": cmd_demo, "bench": cmd_bench}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from designer.runfolder import RunLocked
+
+    try:
+        args = parser().parse_args(argv)
+        if args.cmd is None:
+            raise CliError("envengineer: choose a command: " + ", ".join(COMMANDS)
+                           + " (--help for each)")
+        return COMMANDS[args.cmd](args)
+    except CliError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (RunLocked, FileNotFoundError, ValueError) as e:
+        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+              file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

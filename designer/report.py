@@ -1,0 +1,283 @@
+"""The report of one or many runs: `report.md` and PNG plots a researcher can trust.
+
+`write_report(run_dirs, out)` reads finished run folders (`designer.runfolder`) and writes:
+
+- the paper-style table on the **held-out** split of each engineer's final stage: valid % /
+  optimal % by agents 3/4/5 (mean over map sizes), mean ± std over seeds, beside the paper's
+  rows; and per engineer the agents x map size table (mean ± std over seeds);
+- `heldout_curve.png`: held-out valid % against training env steps and against training wall
+  time, per engineer (mean over seeds, the band is ± one std);
+- `configs.png`: the size mix and mean hole / wait ratios chosen per stage, per engineer;
+- `failures.png`: failure causes per stage on the validation split, per engineer;
+- `stage_time.png`: where a stage's time goes (training, validation, held-out evaluation, the
+  engineer's proposal, verification), per engineer.
+
+Verification rollouts are reported apart from the training budget. Every number of the
+held-out table comes from the held-out split, which no engineer reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jaxenv.mapf.rules import CAUSES
+
+PAPER = {  # valid % / optimal %, mean over map sizes, for 3 / 4 / 5 agents
+    "paper: Qwen3-4B + GRPO, fixed random config": [(40.42, 26.08), (26.67, 16.10),
+                                                    (15.11, 9.11)],
+    "paper: Qwen3-4B + GRPO + engineer": [(51.67, 31.67), (33.14, 21.33), (18.67, 11.00)],
+}
+AGENTS = ("3", "4", "5")
+PHASE_NAMES = ("train", "validate", "heldout", "propose", "verify")
+
+
+@dataclass
+class Run:
+    path: Path
+    settings: dict[str, Any]
+    stages: list[dict[str, Any]]  # done.json of each finished stage
+    heldout: list[dict[str, Any] | None]  # held-out table of each stage (None if skipped)
+    validation: list[dict[str, Any]]
+
+    @property
+    def label(self) -> str:
+        s = self.settings
+        if s["engineer"] != "llm":
+            return s["engineer"]
+        return f"llm ({s['roles']}, {s['context']})"
+
+    @property
+    def final(self) -> dict[str, Any] | None:
+        return next((h for h in reversed(self.heldout) if h is not None), None)
+
+
+def load_run(path: str | Path) -> Run:
+    """A run folder with at least one finished stage (else ValueError naming the folder)."""
+    p = Path(path)
+    if not (p / "run.json").exists():
+        raise ValueError(f"{p} is not a run folder (no run.json)")
+    settings = json.loads((p / "run.json").read_text())["settings"]
+    stages, held, val = [], [], []
+    k = 0
+    while (p / "stages" / f"{k:03d}" / "done.json").exists():
+        d = p / "stages" / f"{k:03d}"
+        stages.append(json.loads((d / "done.json").read_text()))
+        held.append(json.loads((d / "heldout.json").read_text())["table"])
+        val.append(json.loads((d / "validation.json").read_text()))
+        k += 1
+    if not stages:
+        raise ValueError(f"{p} has no finished stage yet")
+    return Run(p, settings, stages, held, val)
+
+
+def _ms(xs: list[float]) -> str:
+    xs = [x for x in xs if x == x]
+    if not xs:
+        return "-"
+    if len(xs) == 1:
+        return f"{xs[0]:.2f}"
+    return f"{np.mean(xs):.2f} ± {np.std(xs, ddof=1):.2f}"
+
+
+def group(runs: list[Run]) -> dict[str, list[Run]]:
+    out: dict[str, list[Run]] = defaultdict(list)
+    for r in runs:
+        out[r.label].append(r)
+    return dict(sorted(out.items()))
+
+
+def summary_table(runs: list[Run]) -> list[str]:
+    """The paper's layout: valid % / optimal % by agents (mean over sizes) per engineer."""
+    rows = ["| engineer | seeds | 3 agents | 4 agents | 5 agents | train env steps | "
+            "verification episodes |", "|---|---|---|---|---|---|---|"]
+    for name, cells in PAPER.items():
+        rows.append(f"| {name} | - | " + " | ".join(f"{v:.2f} / {o:.2f}" for v, o in cells)
+                    + " | - | - |")
+    for label, rs in group(runs).items():
+        finals = [r.final for r in rs if r.final is not None]
+        cells = []
+        for k in AGENTS:
+            v = [f["mean_over_sizes"][k]["valid"] for f in finals if k in f["mean_over_sizes"]]
+            o = [f["mean_over_sizes"][k]["optimal"] for f in finals if k in f["mean_over_sizes"]]
+            cells.append(f"{_ms(v)} / {_ms(o)}")
+        steps = _ms([r.stages[-1]["env_steps"] for r in rs]).split(" ±")[0]
+        ver = sum(sum(s["times"].get("verify_episodes", 0) for s in r.stages) for r in rs)
+        rows.append(f"| **{label}** | {len(rs)} | " + " | ".join(cells)
+                    + f" | {float(steps):,.0f} | {ver // max(len(rs), 1):,} per run |")
+    return rows
+
+
+def size_tables(runs: list[Run]) -> list[str]:
+    out = []
+    for label, rs in group(runs).items():
+        finals = [r.final for r in rs if r.final is not None]
+        if not finals:
+            continue
+        sizes = sorted({int(s) for f in finals for d in f["by_size"].values() for s in d})
+        out += [f"#### {label}: held-out valid % / optimal % by agents x map size "
+                f"({len(finals)} seed(s))", "",
+                "| agents | " + " | ".join(f"{s}×{s}" for s in sizes) + " |",
+                "|---" * (len(sizes) + 1) + "|"]
+        for k in AGENTS:
+            cells = []
+            for s in sizes:
+                v = [f["by_size"][k][str(s)]["valid"] for f in finals
+                     if str(s) in f["by_size"].get(k, {})]
+                o = [f["by_size"][k][str(s)]["optimal"] for f in finals
+                     if str(s) in f["by_size"].get(k, {})]
+                cells.append(f"{_ms(v)} / {_ms(o)}" if v else "-")
+            out.append(f"| {k} | " + " | ".join(cells) + " |")
+        out.append("")
+    return out
+
+
+def time_table(runs: list[Run]) -> list[str]:
+    rows = ["| engineer | " + " | ".join(PHASE_NAMES) + " | total per stage |",
+            "|---" * (len(PHASE_NAMES) + 2) + "|"]
+    for label, rs in group(runs).items():
+        t = {p: np.mean([s["times"].get(p, 0.0) for r in rs for s in r.stages])
+             for p in PHASE_NAMES}
+        rows.append(f"| {label} | " + " | ".join(f"{t[p]:.1f}s" for p in PHASE_NAMES)
+                    + f" | {sum(t.values()):.1f}s |")
+    return rows
+
+
+def _curves(rs: list[Run], x: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Held-out valid % (mean over agents 3/4/5 and sizes) against x, mean/std over seeds."""
+    ys, xs = [], []
+    for r in rs:
+        pts = [(s, h) for s, h in zip(r.stages, r.heldout) if h is not None]
+        xx = np.cumsum([s["times"]["train"] for s in r.stages])
+        idx = [s["stage"] for s, _ in pts]
+        xs.append(np.array([s["env_steps"] for s, _ in pts], float) if x == "env_steps"
+                  else xx[idx])
+        ys.append(np.array([np.mean([h["mean_over_sizes"][k]["valid"] for k in AGENTS
+                                     if k in h["mean_over_sizes"]]) for _, h in pts]))
+    n = min(len(y) for y in ys)
+    y = np.stack([yy[:n] for yy in ys])
+    return np.mean(np.stack([xx[:n] for xx in xs]), 0), y.mean(0), y.std(0)
+
+
+def plots(runs: list[Run], out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    groups = group(runs)
+    names = []
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    for ax, x, xl in ((axes[0], "env_steps", "training env steps"),
+                      (axes[1], "train_s", "training wall time (s)")):
+        for label, rs in groups.items():
+            xs, m, sd = _curves(rs, x)
+            ax.plot(xs, m, marker="o", ms=3, label=f"{label} (n={len(rs)})")
+            ax.fill_between(xs, m - sd, m + sd, alpha=0.15)
+        ax.set_xlabel(xl)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("held-out valid % (mean over 3/4/5 agents and sizes)")
+    axes[1].legend(fontsize=8)
+    fig.suptitle("Held-out split: valid % during training", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / "heldout_curve.png", dpi=110)
+    plt.close(fig)
+    names.append("heldout_curve.png")
+
+    n = len(groups)
+    fig, axes = plt.subplots(2, n, figsize=(3.6 * n, 6.4), squeeze=False)
+    for j, (label, rs) in enumerate(groups.items()):
+        r = rs[0]
+        w = np.array([s["values"]["size_weights"] for s in r.stages])
+        sizes = [str(3 + i) for i in range(w.shape[1])]
+        axes[0, j].stackplot(range(len(w)), w.T, labels=[f"{s}×{s}" for s in sizes])
+        axes[0, j].set_title(f"{label}\nsize mix (seed {r.settings['seed']})", fontsize=8)
+        axes[0, j].set_xlabel("stage")
+        axes[0, j].set_ylim(0, 1)
+        for key, style in (("hole_ratio", "-"), ("wait_ratio", "--")):
+            v = np.array([np.dot(s["values"][key], s["values"]["size_weights"])
+                          for s in r.stages])
+            axes[1, j].plot(v, style, marker="o", ms=3, label=f"{key} (size-weighted)")
+        axes[1, j].set_ylim(0, 1)
+        axes[1, j].set_xlabel("stage")
+        for ax in axes[:, j]:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes[1, j].grid(alpha=0.3)
+    axes[0, -1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    axes[1, -1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "configs.png", dpi=110)
+    plt.close(fig)
+    names.append("configs.png")
+
+    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.4), squeeze=False, sharey=True)
+    for j, (label, rs) in enumerate(groups.items()):
+        counts = np.zeros((len(rs[0].validation), len(CAUSES) - 1))
+        for r in rs:
+            for i, v in enumerate(r.validation[:len(counts)]):
+                by = v["failures"]["causes_by_size"]
+                counts[i] += [sum(d.get(c, 0) for d in by.values()) for c in CAUSES[1:]]
+        counts /= len(rs)
+        bottom = np.zeros(len(counts))
+        for c in range(counts.shape[1]):
+            axes[0, j].bar(range(len(counts)), counts[:, c], bottom=bottom, label=CAUSES[c + 1])
+            bottom += counts[:, c]
+        axes[0, j].set_title(f"{label}\nvalidation failures per stage", fontsize=8)
+        axes[0, j].set_xlabel("stage")
+        axes[0, j].xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0, 0].set_ylabel("failed episodes (mean over seeds)")
+    axes[0, -1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "failures.png", dpi=110)
+    plt.close(fig)
+    names.append("failures.png")
+
+    fig, ax = plt.subplots(figsize=(max(5, 1.4 * n + 2), 3.6))
+    bottom = np.zeros(n)
+    for p in PHASE_NAMES:
+        v = np.array([np.mean([s["times"].get(p, 0.0) for r in rs for s in r.stages])
+                      for rs in groups.values()])
+        ax.bar(range(n), v, bottom=bottom, label=p)
+        bottom += v
+    ax.set_xticks(range(n), list(groups), rotation=20, fontsize=7, ha="right")
+    ax.set_ylabel("seconds per stage (mean)")
+    ax.legend(fontsize=7)
+    ax.set_title("Where a stage's time goes", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "stage_time.png", dpi=110)
+    plt.close(fig)
+    names.append("stage_time.png")
+    return names
+
+
+def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str = "EnvEngineer",
+                 command: str | None = None) -> Path:
+    """`report.md` and its PNGs in `out` from the run folders (see the module docstring)."""
+    runs = [load_run(d) for d in run_dirs]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    pngs = plots(runs, out)
+    s0 = runs[0].settings
+    lines = [f"# {title}", ""]
+    if command:
+        lines += [f"Command: `{command}`", ""]
+    lines += [f"{len(runs)} run(s); budget per run: {s0['stages']} stages x "
+              f"{s0['stage_steps']:,} env steps (training), the same for every engineer. "
+              "Verification rollouts are counted apart.", "",
+              "## Held-out split (never read by any engineer): final stage, mean over map sizes",
+              "", "valid % / optimal % (mean ± std over seeds)", "", *summary_table(runs), "",
+              *size_tables(runs),
+              "## Time per stage", "", *time_table(runs), "",
+              *[f"![{p}]({p})" for p in pngs], "",
+              "## Runs", "", *[f"- `{r.path}`: {r.label}, seed {r.settings['seed']}, "
+                              f"{len(r.stages)} stage(s)" for r in runs], ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines))
+    return path

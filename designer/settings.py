@@ -1,0 +1,85 @@
+"""Every setting of a closed-loop run, validated, described and saved in `run.json`.
+
+`RunSettings` is what `envengineer run` builds from its flags (and what a sweep's SPEC
+overrides): the engineer and its LLM backend, the context modules, the preset of editable
+knobs, the budget (stages x env steps per stage, the same for every engineer), the seed, the
+trainee's capacity and hyperparameters, and the verification's size and choice rule.
+Unknown keys and out-of-range values fail with a pydantic error naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from designer.context import parse_modules
+
+ENGINEERS = ("fixed", "dr", "learnability", "mutate", "rules", "llm")
+BACKENDS = ("transformers", "llamacpp", "vllm", "openai", "replay")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CapacitySettings(Strict):
+    max_size: int = Field(10, ge=3, le=32, description="Largest map side (static).")
+    max_agents: int = Field(2, ge=1, le=64, description="Agent slots in training (static).")
+    view_radius: int = Field(3, ge=0, le=8, description="Radius of each agent's local view.")
+    max_steps: int = Field(128, ge=1, le=4096, description="Longest episode (static).")
+
+
+class TraineeSettings(Strict):
+    num_envs: int = Field(1024, ge=1, description="Environments per stage (vmapped).")
+    num_steps: int = Field(32, ge=1, description="Rollout length per PPO update.")
+    update_epochs: int = Field(1, ge=1, description="PPO epochs per update.")
+    num_minibatches: int = Field(4, ge=1, description="Minibatches per epoch (divide num_steps).")
+    pool_size: int = Field(512, ge=1, description="Levels generated per stage.")
+    lr: float = Field(5e-4, gt=0, le=1, description="Adam learning rate.")
+    ent_coef: float = Field(0.01, ge=0, le=1, description="Entropy bonus.")
+    hidden: int = Field(32, ge=4, le=4096, description="Width of the actor-critic.")
+    critic: Literal["ippo", "mappo"] = Field("ippo", description="Independent or central critic.")
+
+
+class VerifySettings(Strict):
+    k: int = Field(4, ge=1, le=64, description="Candidates per verification call (padded).")
+    episodes: int = Field(512, ge=8, le=65536, description="Fresh levels per candidate.")
+    floor: float = Field(0.05, ge=0, le=1, description="Never choose success below this.")
+    ceiling: float = Field(0.95, ge=0, le=1, description="Never choose success above this.")
+
+
+class RunSettings(Strict):
+    engineer: Literal[ENGINEERS] = Field("llm", description="Who proposes the next config.")
+    backend: Literal[BACKENDS] = Field("transformers", description="LLM backend (llm only).")
+    model: str | None = Field(None, description="Model path or name (default: SmolLM2-135M).")
+    base_url: str | None = Field(None, description="OpenAI-compatible server (openai backend).")
+    roles: Literal["single", "team"] = Field("single", description="One call or analyst, "
+                                             "engineer and critic.")
+    context: str = Field("F,G,H,T", description="Context modules shown to the engineer.")
+    preset: Literal["paper", "open"] = Field("paper", description="Which knobs are editable.")
+    candidates: int = Field(4, ge=1, le=64, description="Candidates the engineer proposes.")
+    history_k: int = Field(3, ge=0, le=100, description="Stages of history (H) shown.")
+    token_budget: int = Field(1600, ge=200, le=1_000_000, description="Prompt token budget.")
+    max_tokens: int = Field(200, ge=16, le=8192, description="Tokens per LLM reply.")
+    stages: int = Field(6, ge=1, le=1000, description="Stages (round 0 included).")
+    stage_steps: int = Field(819_200, ge=1, description="Training env steps per stage.")
+    train_minutes: float | None = Field(None, gt=0, description="Also stop once training has "
+                                        "taken this long (wall time, training only).")
+    heldout_every: int = Field(1, ge=1, description="Held-out evaluation every k stages (and "
+                               "at the last).")
+    seed: int = Field(0, ge=0, description="Seed of round 0's config, training and sampling.")
+    capacity: CapacitySettings = CapacitySettings()
+    trainee: TraineeSettings = TraineeSettings()
+    verify: VerifySettings = VerifySettings()
+
+    @field_validator("context")
+    @classmethod
+    def _modules(cls, v: str) -> str:
+        return ",".join(parse_modules(v))
+
+    @property
+    def num_updates(self) -> int:
+        """PPO updates per stage: the stage budget in whole updates (at least one)."""
+        per = self.trainee.num_envs * self.trainee.num_steps
+        return max(1, round(self.stage_steps / per))

@@ -1,0 +1,294 @@
+"""One training job over many processes: `jax.distributed` plus the sharded stage on a global mesh.
+
+Every process runs the same program (JAX's multi-controller model):
+
+    from policy.distributed import initialize, make_distributed_stage, to_host
+    procs = initialize()                     # before any other JAX call; no-op for one process
+    trainer = make_train(env, network, hparams)
+    stage = make_distributed_stage(trainer)  # shard_map over all processes' devices
+    runner = trainer.init(jax.random.key(0))
+    runner, metrics = stage(runner, cfgs, jax.random.key(1))
+    if procs.is_main:
+        print(trainer.summarize(to_host(metrics)))
+
+The mesh `("envs",)` spans `jax.devices()`, the devices of every process. The learner state,
+config batch and key are replicated; each device runs `num_envs / D` environments and
+generates `pool_size / D` levels of the stage pool (`jaxenv.levels.stage_pool`, so each process
+generates only its own devices' shards), the shards are all-gathered, and gradients, counts and
+metrics are psum'd across processes. The result equals the one-device stage up to float
+summation order, and it comes back replicated: every process holds the same parameters.
+
+Inputs must be the same on every process (same seed, same config values); `make_distributed_stage`
+checks the config batch and key across processes before each stage unless told not to.
+On CPU, cross-process collectives go through gloo (`jax_cpu_collectives_implementation`,
+set by `initialize` where this JAX version leaves it unset).
+
+    python -m policy.distributed --help     # a distributed MAPF training run from the shell
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+if TYPE_CHECKING:  # policy.ppo imports gymnax, whose import creates arrays: kept lazy
+    from policy.ppo import RunnerState, Trainer
+
+log = logging.getLogger(__name__)
+
+ENV_ADDRESS = "JAX_COORDINATOR_ADDRESS"  # read by jax.distributed itself as well
+ENV_COUNT = "JAX_NUM_PROCESSES"
+ENV_ID = "JAX_PROCESS_ID"
+
+
+@dataclass(frozen=True)
+class Processes:
+    """Where this process stands in the job (what `initialize` returns)."""
+
+    index: int
+    count: int
+    coordinator_address: str | None = None
+
+    @property
+    def is_main(self) -> bool:
+        """Process 0 writes files and logs; the others only compute."""
+        return self.index == 0
+
+
+def _env_int(environ: Mapping[str, str], name: str) -> int | None:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+
+
+def resolve(coordinator_address: str | None = None, num_processes: int | None = None,
+            process_id: int | None = None, environ: Mapping[str, str] | None = None,
+            ) -> tuple[str | None, int | None, int | None]:
+    """Arguments first, then `JAX_COORDINATOR_ADDRESS`, `JAX_NUM_PROCESSES`, `JAX_PROCESS_ID`."""
+    env = os.environ if environ is None else environ
+    address = coordinator_address or env.get(ENV_ADDRESS) or None
+    count = num_processes if num_processes is not None else _env_int(env, ENV_COUNT)
+    pid = process_id if process_id is not None else _env_int(env, ENV_ID)
+    return address, count, pid
+
+
+def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
+               process_id: int | None = None, *, local_device_ids: Sequence[int] | None = None,
+               cpu_devices: int | None = None, timeout_s: int = 300,
+               auto_detect: bool = False) -> Processes:
+    """Join the job (`jax.distributed.initialize`); call it before making any JAX array.
+
+    Values come from the arguments, else the environment variables of `resolve`. Nothing set
+    (or one process) is a single-process run and a no-op; with `auto_detect`, unset values are
+    left to JAX's cluster detection (Slurm, Open MPI, Kubernetes, Cloud TPU). A partial setting
+    raises a `ValueError` naming what is missing, so a typo never starts a one-process run.
+    `cpu_devices` sets the host CPU devices of this process (`jax_num_cpu_devices`), e.g. to
+    try a multi-device job on one machine.
+    """
+    if jax.distributed.is_initialized():
+        return Processes(jax.process_index(), jax.process_count(),
+                         resolve(coordinator_address)[0])
+    address, count, pid = resolve(coordinator_address, num_processes, process_id)
+    if count is not None and count < 1:
+        raise ValueError(f"num_processes ({ENV_COUNT}) must be >= 1, got {count}")
+    single = count == 1 or (not auto_detect and (address, count, pid) == (None, None, None))
+    if single and pid not in (None, 0):
+        raise ValueError(f"process_id ({ENV_ID}) must be 0 in a one-process run, got {pid}")
+    missing = [f"{arg} (or {var})" for arg, var, v in (
+        ("coordinator_address", ENV_ADDRESS, address), ("num_processes", ENV_COUNT, count),
+        ("process_id", ENV_ID, pid)) if v is None]
+    if not single and missing and not auto_detect:
+        raise ValueError("a multi-process run needs coordinator_address, num_processes and "
+                         f"process_id; missing: {', '.join(missing)}")
+    if pid is not None and count is not None and not 0 <= pid < count:
+        raise ValueError(f"process_id must be in [0, {count}), got {pid}")
+    if single and cpu_devices is None:
+        return Processes(0, 1, address)
+    _clear_import_time_backends()
+    if cpu_devices is not None:
+        jax.config.update("jax_num_cpu_devices", cpu_devices)
+    if single:
+        return Processes(0, 1, address)
+    if getattr(jax.config, "jax_cpu_collectives_implementation", "gloo") is None:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(address, count, pid, local_device_ids=local_device_ids,
+                               initialization_timeout=timeout_s)
+    return Processes(jax.process_index(), jax.process_count(), address)
+
+
+def _clear_import_time_backends() -> None:
+    """Let `jax.distributed.initialize` (and CPU device counts) apply after JAX has started.
+
+    Importing gymnax (hence `jaxenv` and `policy`) creates module-level arrays, which starts
+    the XLA backends before any user code; `jax.distributed.initialize` refuses to run after
+    that. The backends are cleared and recreated as distributed ones; the import-time
+    constants stay valid (JAX copies them to the new devices when a program uses them).
+    Arrays the caller made before `initialize` belong to the old backend: make the runner state
+    and configs afterwards. On an accelerator the old client keeps whatever it preallocated,
+    so there the process should import `jaxenv`, `policy` and gymnax after `initialize`, or
+    set `XLA_PYTHON_CLIENT_PREALLOCATE=false`.
+    """
+    from jax._src.xla_bridge import backends_are_initialized  # what jax.distributed checks
+    from jax.extend.backend import backends, clear_backends
+
+    if not backends_are_initialized():
+        return
+    started = sorted(backends())
+    if started != ["cpu"] and os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() \
+            not in ("false", "0"):
+        log.warning("JAX started %s before jax.distributed; memory preallocated there stays "
+                    "held after the restart. Call policy.distributed.initialize before "
+                    "importing jaxenv/policy/gymnax, or set XLA_PYTHON_CLIENT_PREALLOCATE=false",
+                    started)
+    clear_backends()
+
+
+def global_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """The 1-D `("envs",)` mesh over every process's devices (default: `jax.devices()`)."""
+    from policy.sharding import env_mesh
+
+    return env_mesh(jax.devices() if devices is None else devices)
+
+
+def _host_value(x: Any) -> Any:
+    if isinstance(x, jax.Array) and (not x.is_fully_addressable
+                                     or jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)):
+        return x  # already global, or a typed key (multihost_utils unwraps it itself)
+    return np.asarray(x)
+
+
+def replicate(tree: Any, mesh: Mesh) -> Any:
+    """Values held identically by every process -> global arrays replicated over `mesh`.
+
+    Arrays that are already global (e.g. the previous stage's outputs) pass through.
+    """
+    return multihost_utils.host_local_array_to_global_array(
+        jax.tree.map(_host_value, tree), mesh, P())
+
+
+def to_local(tree: Any) -> Any:
+    """Replicated global arrays -> this process's copy on one local device.
+
+    Use it to run single-process code (evaluation, verification) on the result of a stage
+    without involving the other processes.
+    """
+    return jax.tree.map(lambda x: x.addressable_data(0) if isinstance(x, jax.Array) else x,
+                        tree)
+
+
+def to_host(tree: Any) -> Any:
+    """Replicated global arrays -> numpy on this process (no communication)."""
+    return jax.tree.map(np.asarray, to_local(tree))
+
+
+def _key_data(key: jax.Array) -> jax.Array:
+    return jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype,
+                                                             jax.dtypes.prng_key) else key
+
+
+def make_distributed_stage(trainer: Trainer, devices: Sequence[jax.Device] | None = None, *,
+                           check_inputs: bool = True) -> Callable[..., tuple[RunnerState, dict]]:
+    """`stage(runner, cfg_batch, key) -> (runner, metrics)` over the global mesh.
+
+    Every process calls it with the same values; outputs are global arrays replicated on every
+    device (feed them to the next call as they are; `to_local` / `to_host` to read them). With
+    `check_inputs`, differing config batches or keys across processes raise before the stage
+    (an all-gather of a few bytes) instead of silently training on a mix.
+    """
+    from policy.sharding import sharded_stage
+
+    mesh = global_mesh(devices)
+    run = sharded_stage(trainer, list(mesh.devices.flat))
+    multi = jax.process_count() > 1
+
+    def stage(runner: RunnerState, cfgs: Any, key: jax.Array) -> tuple[RunnerState, dict]:
+        if multi and check_inputs:
+            multihost_utils.assert_equal(
+                jax.tree.map(_host_value, (cfgs, _key_data(key))),
+                "the config batch and key must be the same on every process")
+        return run(*replicate((runner, cfgs, key), mesh))
+
+    return stage
+
+
+# ------------------------------------------------------------------------------- command line
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m policy.distributed",
+        description="MAPF PPO stages as one job over many processes (jax.distributed). Start "
+                    "the same command once per process, with its own --process-id. Values "
+                    f"not given come from {ENV_ADDRESS}, {ENV_COUNT}, {ENV_ID}.")
+    p.add_argument("--coordinator-address", help="HOST:PORT of process 0's coordinator")
+    p.add_argument("--num-processes", type=int)
+    p.add_argument("--process-id", type=int)
+    p.add_argument("--auto-detect", action="store_true",
+                   help="let JAX detect unset values (Slurm, Open MPI, Kubernetes, Cloud TPU)")
+    p.add_argument("--cpu-devices", type=int, default=None,
+                   help="host CPU devices per process (jax_num_cpu_devices), for CPU runs")
+    p.add_argument("--timeout", type=int, default=300, help="seconds to wait for all processes")
+    p.add_argument("--stages", type=int, default=2)
+    p.add_argument("--envs", type=int, default=256, help="environments over all devices")
+    p.add_argument("--steps", type=int, default=32, help="rollout length per update")
+    p.add_argument("--updates", type=int, default=10, help="PPO updates per stage")
+    p.add_argument("--minibatches", type=int, default=4, help="per epoch; divides --steps")
+    p.add_argument("--pool-size", type=int, default=256, help="levels per stage, all devices")
+    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--max-size", type=int, default=10, help="capacity: largest map side")
+    p.add_argument("--max-agents", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="process 0 writes the final parameters here (.npz)")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Run `--stages` stages of the default MAPF config; process 0 prints one JSON line each."""
+    a = parse(argv)
+    procs = initialize(a.coordinator_address, a.num_processes, a.process_id,
+                       cpu_devices=a.cpu_devices, timeout_s=a.timeout, auto_detect=a.auto_detect)
+
+    from jaxenv.mapf import Capacity, MAPFFrozenLake
+    from policy.network import ActorCritic
+    from policy.ppo import Hparams, make_train
+
+    env = MAPFFrozenLake(Capacity(max_size=a.max_size, max_agents=a.max_agents))
+    hp = Hparams(num_envs=a.envs, num_steps=a.steps, num_updates=a.updates,
+                 num_minibatches=a.minibatches, pool_size=a.pool_size)
+    trainer = make_train(env, ActorCritic(hidden=a.hidden), hp)
+    stage = make_distributed_stage(trainer)
+    cfgs = env.config_space.to_config()
+    runner = trainer.init(jax.random.key(a.seed))
+    rows = []
+    for s in range(a.stages):
+        t = time.perf_counter()
+        runner, metrics = stage(runner, cfgs, jax.random.fold_in(jax.random.key(a.seed + 1), s))
+        summary = trainer.summarize(to_host(metrics))
+        row = {"stage": s, "seconds": round(time.perf_counter() - t, 3),
+               "processes": procs.count, "devices": jax.device_count(),
+               "env_steps": int(to_host(runner.env_steps)), **summary}
+        rows.append(row)
+        if procs.is_main:
+            print(json.dumps(row), flush=True)
+    if a.out and procs.is_main:
+        leaves = jax.tree_util.tree_flatten_with_path(to_host(runner.params))[0]
+        np.savez(a.out, **{jax.tree_util.keystr(k): v for k, v in leaves})
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""The closed loop end to end: the run folder, kill -9 and resume, a failing LLM backend, CLI
+errors. Runs go through the real `envengineer` command in subprocesses with a tiny budget;
+a persistent compilation cache keeps the later processes' compiles short."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TINY = ["--stages", "3", "--stage-steps", "2048", "--envs", "64", "--hidden", "16",
+        "--verify-k", "2", "--verify-episodes", "16", "--candidates", "2", "--seed", "3"]
+SETTINGS = {"trainee": {"num_steps": 16, "num_minibatches": 2, "pool_size": 64}}
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> dict[str, str]:
+    cache = tmp_path_factory.mktemp("jax_cache")
+    return dict(os.environ, JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=str(cache),
+                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+
+
+@pytest.fixture(scope="module")
+def settings_file(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("settings") / "tiny.json"
+    p.write_text(json.dumps(SETTINGS))
+    return p
+
+
+def cli(args: list[str], env: dict[str, str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "designer.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=900, **kw)
+
+
+def metrics(run: Path) -> list[dict]:
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    for r in rows:
+        r.pop("times")
+    return rows
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory, env, settings_file) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "straight"
+    res = cli(["run", "--engineer", "rules", *TINY, "--settings", str(settings_file),
+               "--out", str(out)], env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return out
+
+
+def test_run_folder_holds_everything(straight):
+    run = json.loads((straight / "run.json").read_text())
+    assert run["settings"]["engineer"] == "rules" and run["seed"] == 3
+    assert "jax" in run["versions"]
+    for k in range(3):
+        d = straight / "stages" / f"{k:03d}"
+        for name in ("config.json", "train.json", "validation.json", "heldout.json",
+                     "context.json", "candidates.json", "choice.json", "done.json"):
+            assert (d / name).is_file(), (k, name)
+        assert (d / "ckpt").is_dir()
+        assert json.loads((d / "validation.json").read_text())["split"] == "validation"
+        assert json.loads((d / "heldout.json").read_text())["split"] == "heldout"
+    cands = json.loads((straight / "stages" / "000" / "candidates.json").read_text())
+    assert cands and all(0 <= c["score"]["success"] <= 1 for c in cands)
+    assert len(metrics(straight)) == 3
+    report = (straight / "report.md").read_text()
+    assert "Held-out split" in report and "paper: Qwen3-4B + GRPO + engineer" in report
+    for png in ("heldout_curve.png", "configs.png", "failures.png", "stage_time.png"):
+        assert (straight / png).stat().st_size > 5000
+
+
+def test_kill_minus_nine_then_resume_equals_the_uninterrupted_run(tmp_path, env, straight,
+                                                                 settings_file):
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "designer.cli", "run", "--engineer", "rules",
+                             *TINY, "--settings", str(settings_file), "--out", str(out)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = out / "stages" / "000" / "done.json"
+    deadline = time.time() + 600
+    while not first.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert first.exists(), "stage 0 never finished"
+    time.sleep(1.0)  # into stage 1
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "stages" / "002" / "done.json").exists()
+    stamp = first.stat().st_mtime_ns
+    res = cli(["run", "--resume", str(out)], env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert first.stat().st_mtime_ns == stamp  # the finished stage was not redone
+    assert metrics(out) == metrics(straight)
+
+
+def test_a_second_process_on_the_same_folder_is_refused(tmp_path, env, settings_file):
+    from designer.runfolder import RunFolder
+
+    out = tmp_path / "locked"
+    with RunFolder(out):
+        res = cli(["run", "--engineer", "fixed", *TINY, "--settings", str(settings_file),
+                   "--out", str(out)], env)
+    assert res.returncode == 2
+    assert "in use by another process" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--settings", "/nonexistent/settings.json"], "not found"),
+    (["run", "--stages", "0"], "bad value for stages"),
+    (["run", "--engineer", "oracle"], "bad value for engineer"),
+    (["run", "--backend", "gpt-9"], "bad value for backend"),
+    (["run", "--stages", "many"], "invalid int value"),
+    (["run", "--resume", "/nonexistent/run"], "not a run folder"),
+    (["compare", "--engineers", "fixed,oracle"], "unknown engineer"),
+    (["compare", "--seeds", "0,x"], "--seeds must be integers"),
+    (["report", "/nonexistent/run"], "not a run folder"),
+    (["eval", "/nonexistent/run"], "not a run folder"),
+    (["bench", "--which", "nothing"], "unknown benchmark"),
+    ([], "choose a command"),
+])
+def test_cli_errors_are_one_clear_line(args, message, capsys):
+    from designer.cli import main
+
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_malformed_settings_file_is_one_clear_line_and_no_traceback(tmp_path, env):
+    """In a subprocess: exit status 2, one line on stderr, nothing else."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    res = cli(["run", "--settings", str(bad)], env)
+    assert res.returncode == 2 and "malformed" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
