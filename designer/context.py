@@ -16,8 +16,9 @@ Budget: the rendered prompt is measured with the backend's tokenizer (`count_tok
 is over `token_budget`, parts are dropped or shortened in this order: failure trajectories (the
 last first), history entries (oldest first), the per-size cause table (kept for the five sizes
 with most failures, then dropped), the S summary, the agents x size table (its means per agent
-count kept), the guidelines (cut to their first paragraph, then dropped). What was cut is listed in `Prompt.cuts`. If the prompt is still over
-the budget it raises `ContextTooLarge`: a budget that cannot hold the task is a setting error.
+count kept), the guidelines (cut to their first paragraph, then dropped). What was cut is
+listed in `Prompt.cuts`. If the prompt is still over the budget it raises `ContextTooLarge`: a
+budget that cannot hold the task is a setting error.
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ Presets decide what the engineer may touch. `paper` (the default) gives it the p
 generator knobs only (per map size: the data share, hole ratio and wait ratio) and keeps
 training on two agents, deterministic and with the default step limit, as the paper does:
 `agent_weights` is pinned at 2 agents, `slip_prob` at 0 and `step_limit_factor` at its
-default. `open` lets the engineer edit agent counts, slipping and the step limit too. Reward, rule and validation knobs are never editable in any preset
-(`ConfigSpace.with_editable` only narrows).
+default. `open` lets the engineer edit agent counts, slipping and the step limit too.
+Reward, rule and validation knobs are never editable in any preset (`ConfigSpace.with_editable`
+only narrows).
 """
 
 from __future__ import annotations

@@ -166,10 +166,8 @@ class Evaluator:
             key, k_act, k_env = jax.random.split(c.key, 3)
             inp = agent_inputs(env, c.obs, c.state, net.uses_global)
             logits, _ = net.apply(params, inp)
-            if mode == "greedy":
-                act = jnp.argmax(logits, -1)
-            else:
-                act = categorical.sample(k_act, logits)
+            greedy = mode == "greedy"
+            act = jnp.argmax(logits, -1) if greedy else categorical.sample(k_act, logits)
             act = act.astype(jnp.int32)
             obs, st, reward, term, info = jax.vmap(env.step_env)(
                 jax.random.split(k_env, n), c.state, act, cfg)
