@@ -25,7 +25,14 @@ Messages = list[dict[str, str]]
 
 
 class BackendError(RuntimeError):
-    """The backend could not answer (the cause is in the message); callers fall back."""
+    """The backend could not answer (the cause is in the message); callers fall back.
+
+    `cause` keeps the last underlying exception for callers that react to its kind.
+    """
+
+    def __init__(self, message: str, cause: Exception | None = None):
+        super().__init__(message)
+        self.cause = cause
 
 
 @dataclass
@@ -113,7 +120,7 @@ def with_retries(call: Callable[[], T], *, attempts: int, backoff_s: float,
             if not transient(e) or i == attempts - 1:
                 tries = f" after {i + 1} tries" if transient(e) else ""
                 raise BackendError(f"{what} failed{tries}: {type(e).__name__}: "
-                                   f"{str(e)[:300]}") from None
+                                   f"{str(e)[:300]}", cause=e) from None
             time.sleep(delay)
             delay *= 2
     raise BackendError(f"{what}: no attempt made")

