@@ -21,7 +21,7 @@ SETTINGS = {"trainee": {"num_steps": 16, "num_minibatches": 2, "pool_size": 64}}
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory) -> dict[str, str]:
-    cache = tmp_path_factory.mktemp("jax_cache")
+    cache = os.environ.get("JAX_COMPILATION_CACHE_DIR") or tmp_path_factory.mktemp("jax_cache")
     return dict(os.environ, JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=str(cache),
                 JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
 
