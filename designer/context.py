@@ -10,7 +10,8 @@ Modules (switch any off for ablations, e.g. `modules="F,G"`):
   the model anchors on the round-0 config), at most the last `history_k`, oldest dropped first;
 - **T**, bookkeeping only: stage index, stages in total, env steps per stage and so far (no
   reward formula, no hyperparameters: they cost the paper about 13 points);
-- **S** (off by default): the engineer's own summary carried forward (it hurt in the paper).
+- **S** (off by default): the engineer's own summary carried forward: the rationale it wrote
+  for the config that was chosen (it hurt in the paper).
 
 Budget: the rendered prompt is measured with the backend's tokenizer (`count_tokens`); while it
 is over `token_budget`, parts are dropped or shortened in this order: failure trajectories (the
@@ -191,17 +192,19 @@ class ContextBuilder:
     """Renders a `Context` into chat messages within a token budget (module docstring)."""
 
     def __init__(self, modules: str | Sequence[str] = DEFAULT_MODULES, *,
-                 guidelines: str | Path | None = None, history_k: int = 3, n_traj: int = 3,
+                 guidelines: str | Path | None = None, history_k: int = 3,
+                 history_round0: bool = False, n_traj: int = 3,
                  token_budget: int = 1600,
                  count_tokens: Callable[[list[dict[str, str]]], int] | None = None):
         self.modules = parse_modules(modules)
         self.guidelines = Path(guidelines or PROMPTS / "guidelines.md").read_text().strip()
         self.history_k, self.n_traj, self.token_budget = history_k, n_traj, token_budget
+        self.history_round0 = history_round0
         self.count_tokens = count_tokens or approx_tokens
 
     def history(self, earlier: Sequence[HistoryEntry]) -> list[HistoryEntry]:
-        """H: earlier stages without round 0, the last `history_k`."""
-        kept = [h for h in earlier if h.stage > 0]
+        """H: earlier stages without round 0 (unless `history_round0`), the last `history_k`."""
+        kept = [h for h in earlier if h.stage > 0 or self.history_round0]
         return kept[-self.history_k:] if self.history_k > 0 else []
 
     def sections(self, ctx: Context, *, n_traj: int, n_hist: int, sizes: int | None,

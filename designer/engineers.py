@@ -247,7 +247,8 @@ def make_engineer(settings: Any, folder: Any = None, backend: Any = None) -> Any
         from designer.llm import open_backend
 
         backend = open_backend(s, None if folder is None else folder.path / "calls.jsonl")
-    builder = ContextBuilder(s.context, history_k=s.history_k, token_budget=s.token_budget,
+    builder = ContextBuilder(s.context, history_k=s.history_k, history_round0=s.history_round0,
+                             token_budget=s.token_budget,
                              count_tokens=getattr(backend, "count_tokens", None))
     return LLMEngineer(backend, builder, roles=s.roles, n=s.candidates,
                        max_tokens=s.max_tokens, seed=s.seed)

@@ -3,7 +3,8 @@
 `open_backend(settings, log_path)`: the backend named by `settings.backend` (model,
 base_url), wrapped in `LoggedBackend` over the run's call log with `replay_first=True`, so a
 resumed run answers its earlier calls from the log (the same replies, whatever the model
-would sample now), and a fresh run logs every call. For `--backend replay`, `--model` names the call log to replay.
+would sample now), and a fresh run logs every call. For `--backend replay`, `--model` names
+the call log to replay.
 """
 
 from __future__ import annotations

@@ -124,10 +124,12 @@ class ClosedLoop:
                                  floor=v.floor, ceiling=v.ceiling, targets=targets)
         self.engineer = make_engineer(settings, self.folder, backend=backend)
         self.builder = ContextBuilder(settings.context, history_k=settings.history_k,
+                                      history_round0=settings.history_round0,
                                       token_budget=settings.token_budget,
                                       count_tokens=getattr(self.engineer, "count_tokens", None))
         self.first = first
         self.verify_episodes = 0
+        self.self_summary: str | None = None  # S: the chosen proposal's own rationale
 
     # ------------------------------------------------------------------ helpers
     @contextmanager
@@ -180,12 +182,14 @@ class ClosedLoop:
             values = results[-1].choice["next_values"]
         else:
             values = self.space.validate(self.first or round0_values(self.space, s.seed))
+        self.self_summary = results[-1].choice.get("rationale") if results else None
         for stage in range(len(done), s.stages):
             runner, result, entry = self._stage(stage, runner, values, history,
                                                 train_s=sum(r.times["train"] for r in results))
             results.append(result)
             history.append(entry)
             values = result.choice["next_values"]
+            self.self_summary = result.choice.get("rationale") or None
             if result.last:
                 break
         return results
@@ -220,6 +224,7 @@ class ClosedLoop:
                       env_steps_per_stage=self.hp.num_updates * self.hp.steps_per_update,
                       env_steps_so_far=int(runner.env_steps), current=values, space=self.space,
                       failures=failures, history=list(history), train=train,
+                      self_summary=self.self_summary,
                       verify=self.verify(runner.params, stage, values))
         proposals, scores, choice = [], [], {"index": None, "reason": "last stage: no proposal",
                                              "next_values": values}
@@ -236,7 +241,8 @@ class ClosedLoop:
             else:
                 index, reason = 0, f"{self.engineer.name} takes its own proposal (unverified)"
             choice = {"index": index, "reason": reason,
-                      "next_values": values if index is None else proposals[index].values}
+                      "next_values": values if index is None else proposals[index].values,
+                      "rationale": "" if index is None else proposals[index].rationale}
         times["verify_episodes"] = self.verify_episodes - verified_before
         f.write_json(rel / "config.json", {"values": values,
                                            "editable": editable_values(self.space, values)})

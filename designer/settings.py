@@ -60,6 +60,8 @@ class RunSettings(Strict):
     preset: Literal["paper", "open"] = Field("paper", description="Which knobs are editable.")
     candidates: int = Field(4, ge=1, le=64, description="Candidates the engineer proposes.")
     history_k: int = Field(3, ge=0, le=100, description="Stages of history (H) shown.")
+    history_round0: bool = Field(False, description="Show round 0's config in H too (the "
+                                 "paper's ablation V3; off: the model anchors on it).")
     token_budget: int = Field(1600, ge=200, le=1_000_000, description="Prompt token budget.")
     max_tokens: int = Field(200, ge=16, le=8192, description="Tokens per LLM reply.")
     stages: int = Field(6, ge=1, le=1000, description="Stages (round 0 included).")

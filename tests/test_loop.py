@@ -137,3 +137,26 @@ def test_malformed_settings_file_is_one_clear_line_and_no_traceback(tmp_path, en
     res = cli(["run", "--settings", str(bad)], env)
     assert res.returncode == 2 and "malformed" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_a_dead_llm_server_falls_back_to_the_rules_engineer(tmp_path, env, settings_file):
+    """The LLM backend fails at every call: the run completes on the fallback engineer, and
+    the candidates, the context record and the call log say so."""
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "dead"
+    res = cli(["run", "--engineer", "llm", "--backend", "openai", "--base-url",
+               f"http://127.0.0.1:{port}/v1", *TINY, "--stages", "2", "--settings",
+               str(settings_file), "--out", str(out)], dict(env, OPENAI_API_KEY="sk-secret-42"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    cands = json.loads((out / "stages" / "000" / "candidates.json").read_text())
+    assert cands and all(c["source"] == "rules (fallback)" for c in cands)
+    assert "backend error" in cands[0]["rationale"]
+    record = json.loads((out / "stages" / "000" / "context.json").read_text())
+    assert record["fallback"] == "rules" and "Connection" in record["error"]
+    calls = (out / "calls.jsonl").read_text()
+    assert '"ok": false' in calls and "sk-secret-42" not in calls
+    assert (out / "stages" / "001" / "done.json").exists()
