@@ -2,6 +2,7 @@
 
     envengineer run [--engineer llm] [--backend transformers] [--stages 6] [--out runs/x]
     envengineer run --resume runs/x
+    envengineer run --distributed --coordinator host:port --num-processes 2 --process-id 0
     envengineer compare --engineers fixed,dr,learnability,mutate,rules,llm --seeds 0,1,2
     envengineer eval runs/x              # the held-out table of a run's last trainee
     envengineer report runs/a runs/b --out reports/ab
@@ -176,10 +177,12 @@ def print_table(results: list[Any], title: str) -> None:
     Console().print(t)
 
 
-def run_one(settings: RunSettings, out: Path, *, quiet: bool = False) -> list[Any]:
+def run_one(settings: RunSettings, out: Path, *, processes: Any = None) -> list[Any]:
     from designer.loop import ClosedLoop
 
-    loop = ClosedLoop(settings, out)
+    loop = ClosedLoop(settings, out, processes=processes)
+    if not loop.main:
+        return loop.run()
     done = len(loop.folder.finished_stages())
     with StageProgress(settings.stages, f"{settings.engineer} seed {settings.seed}") as prog:
         prog.stage_done(done)
@@ -203,8 +206,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         out = args.out or DEFAULT_OUT / time.strftime(f"%Y%m%d-%H%M%S-{settings.engineer}")
         if (out / "run.json").exists():
             raise CliError(f"{out} already holds a run: use --resume {out} or another --out")
+    processes = None
+    if args.distributed:
+        from policy.distributed import initialize
+
+        processes = initialize(args.coordinator, args.num_processes, args.process_id,
+                               cpu_devices=args.cpu_devices)
     t0 = time.perf_counter()
-    results = run_one(settings, out)
+    results = run_one(settings, out, processes=processes)
+    if processes is not None and not processes.is_main:
+        return 0
     report = write_report([out], out, title=f"Run {out}", command=" ".join(sys.argv))
     print_table(results, f"{settings.engineer}: {len(results)} stages, "
                          f"{results[-1].env_steps:,} env steps, {time.perf_counter() - t0:.0f}s")
@@ -349,6 +360,14 @@ def parser() -> Parser:
     add_run_flags(r)
     r.add_argument("--out", type=Path, help="run folder (default: runs/<time>-<engineer>)")
     r.add_argument("--resume", type=Path, help="continue the run in this folder")
+    r.add_argument("--distributed", action="store_true", help="one training job over many "
+                   "processes (jax.distributed); start the command once per process")
+    r.add_argument("--coordinator", help="coordinator host:port (or JAX_COORDINATOR_ADDRESS)")
+    r.add_argument("--num-processes", type=int, help="processes in the job (or "
+                   "JAX_NUM_PROCESSES)")
+    r.add_argument("--process-id", type=int, help="this process (or JAX_PROCESS_ID)")
+    r.add_argument("--cpu-devices", type=int, help="host CPU devices of this process "
+                   "(to try a multi-device job on one machine)")
     c = sub.add_parser("compare", help="engineers x seeds at equal budget, then report.md")
     add_run_flags(c)
     c.add_argument("--engineers", default=",".join(ENGINEERS), help="comma-separated")

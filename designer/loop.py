@@ -72,6 +72,21 @@ def round0_values(space: Any, seed: int) -> dict[str, Any]:
     return random_values(space, np.random.default_rng([seed, 0x0]))
 
 
+def broadcast_values(values: dict[str, Any], size: int = 1 << 16) -> dict[str, Any]:
+    """Process 0's config values on every process (JSON bytes in a fixed-size buffer)."""
+    from jax.experimental import multihost_utils
+
+    blob = json.dumps(values).encode()
+    if len(blob) > size:
+        raise ValueError(f"a config of {len(blob)} bytes does not fit the broadcast buffer")
+    buf = np.zeros(size + 4, np.uint8)
+    buf[:4] = np.frombuffer(np.uint32(len(blob)).tobytes(), np.uint8)
+    buf[4:4 + len(blob)] = np.frombuffer(blob, np.uint8)
+    got = np.asarray(multihost_utils.broadcast_one_to_all(buf))
+    n = int(np.frombuffer(got[:4].tobytes(), np.uint32)[0])
+    return json.loads(got[4:4 + n].tobytes().decode())
+
+
 def versions() -> dict[str, str]:
     import importlib.metadata as md
 
@@ -97,9 +112,14 @@ class ClosedLoop:
     def __init__(self, settings: RunSettings, out: str | Path, *,
                  first: dict[str, Any] | None = None,
                  on_phase: Callable[[int, str, str], None] | None = None,
-                 backend: Any = None):
+                 backend: Any = None, processes: Any = None):
         self.s = settings
         self.folder = RunFolder(out)
+        # Many processes (`policy.distributed`): training runs over every process's devices;
+        # process 0 alone writes the run folder and asks the engineer, and its choice is
+        # broadcast, so every process trains on the same configs.
+        self.processes = processes
+        self.multi = processes is not None and processes.count > 1
         self.on_phase = on_phase or (lambda stage, phase, what: None)
         cap = settings.capacity
         self.env = MAPFFrozenLake(Capacity(max_size=cap.max_size, max_agents=cap.max_agents,
@@ -114,6 +134,11 @@ class ClosedLoop:
                           ent_coef=t.ent_coef)
         self.network = ActorCritic(hidden=t.hidden, critic=t.critic)
         self.trainer = make_train(self.env, self.network, self.hp)
+        self.train_stage = self.trainer.train_stage
+        if self.multi:
+            from policy.distributed import make_distributed_stage
+
+            self.train_stage = make_distributed_stage(self.trainer)
         self.validator = load_validator("validation", view_radius=cap.view_radius,
                                         max_steps=cap.max_steps)
         self.heldout = load_validator("heldout", view_radius=cap.view_radius,
@@ -153,18 +178,25 @@ class ClosedLoop:
 
     # --------------------------------------------------------------------- run
     def run(self) -> list[StageResult]:
+        if self.multi and not self.processes.is_main:
+            return self._run()
         with self.folder:
             return self._run()
+
+    @property
+    def main(self) -> bool:
+        return not self.multi or self.processes.is_main
 
     def _run(self) -> list[StageResult]:
         f, s = self.folder, self.s
         done = f.finished_stages()
-        f.discard_partial()
-        if not done:
+        if self.main:
+            f.discard_partial()
+        if not done and self.main:
             f.write_json("run.json", {"settings": s.model_dump(), "versions": versions(),
                                       "git_commit": git_commit(), "seed": s.seed,
                                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-        elif f.read_json("run.json")["settings"] != json.loads(s.model_dump_json()):
+        elif done and f.read_json("run.json")["settings"] != json.loads(s.model_dump_json()):
             raise ValueError(f"{f.path} holds a run with other settings; resume it with the "
                              "same flags or choose another --out")
         runner = self.trainer.init(jax.random.PRNGKey(s.seed))
@@ -179,6 +211,10 @@ class ClosedLoop:
         self.verify_episodes = sum(r.times.get("verify_episodes", 0) for r in results)
         if results:
             runner = checkpoint.restore(f.stage_dir(done[-1]) / "ckpt", runner)
+            if self.multi:  # every process has read the same finished stages
+                from jax.experimental import multihost_utils
+
+                multihost_utils.sync_global_devices("envengineer resume")
             values = results[-1].choice["next_values"]
         else:
             values = self.space.validate(self.first or round0_values(self.space, s.seed))
@@ -202,9 +238,13 @@ class ClosedLoop:
         times: dict[str, float] = {}
         verified_before = self.verify_episodes
         with self.phase(stage, "train", times):
-            runner, metrics = self.trainer.train_stage(runner, self.space.to_config(values),
-                                                       self.key(stage, 1))
+            runner, metrics = self.train_stage(runner, self.space.to_config(values),
+                                               self.key(stage, 1))
             jax.block_until_ready(runner)
+        if self.multi:
+            from policy.distributed import to_local
+
+            runner, metrics = to_local((runner, metrics))
         check_finite(metrics, where=f"stage {stage}")
         train = self.trainer.summarize(metrics)
         with self.phase(stage, "validate", times):
@@ -213,7 +253,7 @@ class ClosedLoop:
                        and train_s + times["train"] >= 60 * s.train_minutes)
         last = stage == s.stages - 1 or out_of_time
         held = None
-        if last or (stage + 1) % s.heldout_every == 0:
+        if self.main and (last or (stage + 1) % s.heldout_every == 0):
             with self.phase(stage, "heldout", times):
                 held = validate(runner.params, self.network, self.key(stage, 3), self.heldout,
                                 record=False)
@@ -230,7 +270,7 @@ class ClosedLoop:
                                              "next_values": values}
         if hasattr(self.engineer, "last_prompt"):
             self.engineer.last_prompt = None
-        if not last:
+        if not last and self.main:
             with self.phase(stage, "propose", times):
                 proposals = self.engineer.propose(ctx)
             with self.phase(stage, "verify", times):
@@ -243,7 +283,14 @@ class ClosedLoop:
             choice = {"index": index, "reason": reason,
                       "next_values": values if index is None else proposals[index].values,
                       "rationale": "" if index is None else proposals[index].rationale}
+        if self.multi and not last:
+            choice = {**choice, "next_values": broadcast_values(choice["next_values"])}
         times["verify_episodes"] = self.verify_episodes - verified_before
+        if not self.main:
+            result = StageResult(stage=stage, values=values, env_steps=int(runner.env_steps),
+                                 times=times, validation=val.table.to_dict(), heldout=None,
+                                 train=train, choice=choice, last=last)
+            return runner, result, entry
         f.write_json(rel / "config.json", {"values": values,
                                            "editable": editable_values(self.space, values)})
         f.write_json(rel / "train.json", {**train, "env_steps": int(runner.env_steps)})

@@ -19,7 +19,13 @@ import orbax.checkpoint as ocp
 
 
 def _manager(directory: str | Path, max_to_keep: int | None) -> ocp.CheckpointManager:
-    opts = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
+    # In a multi-process job only the process that calls this writes or reads (process 0
+    # saves the host copy of the replicated state): no barrier with the others.
+    me = jax.process_index()
+    solo = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+    Path(directory).absolute().mkdir(parents=True, exist_ok=True)
+    opts = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=False,
+                                        multiprocessing_options=solo)
     return ocp.CheckpointManager(Path(directory).absolute(), options=opts)
 
 
@@ -39,7 +45,7 @@ def save(directory: str | Path, runner_state: Any, step: int, *,
 
 def latest_step(directory: str | Path) -> int | None:
     """The newest complete checkpoint's step, or None."""
-    if not Path(directory).exists():
+    if not Path(directory).is_dir():
         return None
     with _manager(directory, None) as mgr:
         return mgr.latest_step()

@@ -3,7 +3,7 @@
 Every process runs the same program (JAX's multi-controller model):
 
     from policy.distributed import initialize, make_distributed_stage, to_host
-    procs = initialize()                     # before any other JAX call; no-op for one process
+    procs = initialize()                     # before making arrays; no-op for one process
     trainer = make_train(env, network, hparams)
     stage = make_distributed_stage(trainer)  # shard_map over all processes' devices
     runner = trainer.init(jax.random.key(0))
