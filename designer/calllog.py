@@ -1,15 +1,19 @@
 """The LLM call log: every call of every backend, one JSON line each, append-only.
 
-A record holds the request key (a hash of messages, schema, n, max_tokens and seed), the
-messages, the schema's name and hash, each reply's raw text, parsed edit or error, token counts
-and latency, the backend and model, a timestamp, and the caller's annotations (adjustments and
-rejections, added as separate `annotates` records: the log is never rewritten). Records are
-flushed and fsync'd one by one; a torn last line after a crash is skipped when reading.
+Record kinds (field `kind`):
+- `call`: the request key (a hash of messages, schema, n, max_tokens and seed), the messages,
+  the schema's name and hash, n, max_tokens, seed, each reply's raw text, parsed edit or
+  error, token counts and latency, the backend and model, the timestamp, `ok` and the
+  backend's error when the call failed, `counts` (the prompts measured with `count_tokens`
+  since the previous call, so a replay cuts its prompts exactly as the run did) and `extra`;
+- `schema`: the full JSON schema, written once per schema hash, so the log stands alone;
+- `note`: the caller's findings about an earlier call (`annotate(log_id, adjustments=...,
+  rejection=...)`): the log is never rewritten, `calls()` merges notes into their call.
 
-Replay (`designer.backends.replay`) and resume (`LoggedBackend(replay_first=True)`) look calls
-up by their request key, so a run repeats without the model. Secrets never reach the log: the
-backends put no headers in records, and every string equal to a registered secret is replaced
-by `***` before writing.
+Each record is written, flushed and fsync'd on its own line. A crash can leave a torn last
+line: reading skips any line that is not a JSON object, and the next append starts a fresh
+line first. Secrets never reach the file: every registered secret is replaced by `***` in the
+line before it is written. One process writes a log at a time.
 """
 
 from __future__ import annotations
@@ -21,68 +25,124 @@ import time
 from pathlib import Path
 from typing import Any
 
+VERSION = 1
+
+
+def redact(text: str, secrets: tuple[str, ...] | list[str]) -> str:
+    """`text` with every secret replaced by `***` (secrets shorter than 4 characters are not
+    secrets worth the name and would shred the text)."""
+    for s in secrets:
+        if s and len(s) >= 4:
+            text = text.replace(s, "***")
+    return text
+
 
 class CallLog:
-    """An append-only JSONL file of LLM calls (or an in-memory list when `path` is None)."""
+    """An append-only JSONL file of LLM calls (an in-memory list when `path` is None)."""
 
     def __init__(self, path: str | Path | None = None, secrets: tuple[str, ...] = ()):
         self.path = None if path is None else Path(path)
         self._secrets = tuple(s for s in secrets if s)
         self._lock = threading.Lock()
-        self._memory: list[dict[str, Any]] = []
-        self._count = len(self.records())
+        self._records, self.skipped = self._read()
+        self._schemas = {r.get("hash") for r in self._records if r.get("kind") == "schema"}
+        self._fresh_line = False  # the file ends with a newline (checked at the first append)
 
-    def add_secret(self, secret: str | None) -> None:
-        if secret:
-            self._secrets += (secret,)
-
-    def records(self) -> list[dict[str, Any]]:
-        """Every complete record, in order (a torn or garbled line is skipped)."""
-        if self.path is None:
-            return list(self._memory)
-        if not self.path.exists():
-            return []
-        out = []
+    # ------------------------------------------------------------------------- reading
+    def _read(self) -> tuple[list[dict[str, Any]], int]:
+        if self.path is None or not self.path.exists():
+            return [], 0
+        out, skipped = [], 0
         with self.path.open("rb") as f:
             for line in f:
+                if not line.strip():
+                    continue
                 try:
                     rec = json.loads(line)
-                except (json.JSONDecodeError, UnicodeDecodeError):
+                except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+                    skipped += 1
                     continue
                 if isinstance(rec, dict):
                     out.append(rec)
+                else:
+                    skipped += 1
+        return out, skipped
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every complete record, in order (`skipped` counts the torn or garbled lines)."""
+        return list(self._records)
+
+    def calls(self) -> list[dict[str, Any]]:
+        """The call records, each with the notes that annotate it merged into `extra`."""
+        notes: dict[str, list[dict[str, Any]]] = {}
+        for r in self._records:
+            if r.get("annotates") is not None:
+                body = {k: v for k, v in r.items()
+                        if k not in ("id", "time", "v", "kind", "annotates")}
+                notes.setdefault(str(r["annotates"]), []).append(body)
+        out = []
+        for r in self._records:
+            if r.get("key") is None or r.get("annotates") is not None:
+                continue
+            extra = dict(r.get("extra") or {})
+            for body in notes.get(str(r.get("id")), []):
+                extra.update(body)
+            out.append({**r, "extra": extra})
         return out
 
-    def append(self, record: dict[str, Any]) -> str:
-        """Write one record; returns its id."""
-        with self._lock:
-            self._count += 1
-            log_id = f"{self._count:06d}"
-            rec = {"id": log_id, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **record}
-            line = self._redact(json.dumps(rec, ensure_ascii=False, default=str))
-            if self.path is None:
-                self._memory.append(json.loads(line))
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.path.open("a", encoding="utf-8") as f:
-                    f.write(line + "\n")
-                    f.flush()
-                    os.fsync(f.fileno())
-            return log_id
-
-    def annotate(self, log_id: str, **extra: Any) -> str:
-        """Attach the caller's findings (e.g. adjustments, rejection) to record `log_id`."""
-        return self.append({"annotates": log_id, **extra})
+    def schema(self, digest: str) -> dict[str, Any] | None:
+        """The full schema logged under hash `digest`, or None."""
+        for r in self._records:
+            if r.get("kind") == "schema" and r.get("hash") == digest:
+                return r.get("schema")
+        return None
 
     def lookup(self, key: str) -> dict[str, Any] | None:
         """The last successful call with this request key, or None."""
-        found = None
-        for rec in self.records():
+        for rec in reversed(self._records):
             if rec.get("key") == key and rec.get("ok"):
-                found = rec
-        return found
+                return rec
+        return None
 
-    def _redact(self, text: str) -> str:
-        for s in self._secrets:
-            text = text.replace(s, "***")
-        return text
+    # ------------------------------------------------------------------------- writing
+    def add_secret(self, secret: str | None) -> None:
+        """Never write `secret` (an API key) to this log."""
+        if secret and secret not in self._secrets:
+            self._secrets += (secret,)
+
+    def append(self, record: dict[str, Any]) -> str:
+        """Write one record (an `id`, a timestamp and the format version are added); returns
+        its id."""
+        with self._lock:
+            log_id = f"{len(self._records) + self.skipped + 1:06d}"
+            rec = {"id": log_id, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "v": VERSION,
+                   **record}
+            line = redact(json.dumps(rec, ensure_ascii=False, default=str), self._secrets)
+            if self.path is not None:
+                self._write(line)
+            self._records.append(json.loads(line))
+            return log_id
+
+    def log_schema(self, digest: str, schema: dict[str, Any]) -> None:
+        """Write `schema` once per hash."""
+        if digest not in self._schemas:
+            self._schemas.add(digest)
+            self.append({"kind": "schema", "hash": digest, "schema": schema})
+
+    def annotate(self, log_id: str, **extra: Any) -> str:
+        """Attach the caller's findings (e.g. `adjustments`, `rejection`) to record `log_id`."""
+        return self.append({"kind": "note", "annotates": log_id, **extra})
+
+    def _write(self, line: str) -> None:
+        assert self.path is not None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("ab") as f:
+            if not self._fresh_line and f.tell() > 0:
+                with self.path.open("rb") as r:
+                    r.seek(-1, os.SEEK_END)
+                    if r.read(1) != b"\n":
+                        f.write(b"\n")  # a torn line from a crash stays a line of its own
+            self._fresh_line = True
+            f.write(line.encode("utf-8") + b"\n")
+            f.flush()
+            os.fsync(f.fileno())

@@ -7,8 +7,10 @@
 - `openai`: any OpenAI-compatible server (`designer.backends.openai`);
 - `replay`: answers from a call log (`designer.backends.replay`).
 
-Heavy libraries are imported only by the backend that needs them. Every backend raises
-`BackendError` when it cannot answer; `LoggedBackend` logs every call.
+Heavy libraries (torch, transformers, outlines, llama_cpp, vllm) are imported only by the
+backend that needs them, when it is made. Every backend raises `BackendError` when it cannot
+answer; `LoggedBackend` logs every call into a `designer.calllog.CallLog`. Options and
+examples: `docs/backends.md`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ NAMES = ("transformers", "llamacpp", "vllm", "openai", "replay")
 
 
 def make_backend(name: str, **options: Any) -> Backend:
-    """A backend by name; `options` go to its constructor (model, base_url, ...)."""
+    """A backend by name; `options` go to its constructor (model, base_url, timeout_s, ...).
+
+    Raises `BackendError` when the backend cannot be made here (library or model missing,
+    no server URL), `ValueError` for an unknown name or option value."""
     if name == "transformers":
         from designer.backends.hf import TransformersBackend
 

@@ -1,27 +1,39 @@
 """Any OpenAI-compatible chat server: `vllm serve`, llama.cpp's server, hosted APIs.
 
-Plain HTTP (urllib), no client library. The reply's JSON schema is sent twice: as
-`response_format` and as vLLM's `structured_outputs` extra field. `response_format` is
-`{"type": "json_schema", ...}` (vLLM, OpenAI) or `{"type": "json_object", "schema": ...}`
-(llama.cpp's server, which answers HTTP 500 to `json_schema`): `response_format="auto"` tries
-the first and, on that error, switches to the second for the rest of the run. Servers ignore
-what they do not know (llama.cpp ignores numeric bounds), so replies are never trusted: the
-caller projects them onto the config space (`constrained = False`).
+Plain HTTP (urllib), no client library: `POST {base_url}/chat/completions`. The reply's JSON
+schema is sent in the forms servers understand, tried in this order until one is accepted
+(`response_format="auto"`, the default; the one that worked is kept for the rest of the run):
 
-A timeout per request, bounded retries with exponential backoff on connection errors,
-timeouts, HTTP 429 and 5xx, then `BackendError`. The API key is read from an environment
-variable (default `OPENAI_API_KEY`) and goes only into the Authorization header: never into a
-log, an error message or a repr. `n` replies: one request with `n`, topped up with further
-requests (seed + i) when a server returns fewer choices.
+1. `response_format={"type": "json_schema", "json_schema": {"name", "schema"}}` plus vLLM's
+   extra field `structured_outputs={"json": schema}` (vLLM >= 0.12 reads the latter);
+2. the same without `structured_outputs` (hosted APIs refuse fields they do not know);
+3. `response_format={"type": "json_object", "schema": schema}`: llama.cpp's server answers
+   HTTP 500 to `json_schema` and takes this one.
+
+The next form is tried when the first request of a form is refused with HTTP 400, 422, 500 or
+501; `response_format="json_schema"` or `"json_object"` pins one form. Servers ignore numeric
+bounds and fields they do not know, so a reply is parsed all the same and the caller projects
+it onto the config space (`constrained = False`).
+
+A timeout per request (`timeout_s`), bounded retries with exponential backoff on refused or
+reset connections, timeouts, HTTP 408, 429 and 5xx, then `BackendError`; a garbage answer
+(not JSON, no choices) is a `BackendError` at once. The API key is read from an environment
+variable (`api_key_env`, default `OPENAI_API_KEY`) at each request and goes only into the
+Authorization header: never into an attribute, a log, an error message or a repr (error
+texts from the server are scrubbed of it). `n` replies: one request with `n`, topped up with
+further requests (seed + i) when a server returns fewer choices (llama.cpp returns one).
+`count_tokens` is an estimate (`approx_tokens`): a server's tokenizer is not at hand.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -31,126 +43,217 @@ from designer.backends.base import (
     Reply,
     approx_tokens,
     make_reply,
+    schema_name,
     with_retries,
 )
+from designer.calllog import redact
 
 FORMATS = ("auto", "json_schema", "json_object")
+FORMS = ("json_schema+structured_outputs", "json_schema", "json_object")
+REFUSED = (400, 422, 500, 501)  # a form the server does not take
+TRANSIENT = (408, 429, 500, 502, 503, 504)
+MAX_BODY = 4 * 1024 * 1024  # bytes read from an answer
 
 
-class HTTPError(Exception):
+class HTTPStatusError(Exception):
+    """The server answered with an error status (`body`: the start of its answer)."""
+
     def __init__(self, status: int, body: str):
-        super().__init__(f"HTTP {status}: {body[:200]}")
+        super().__init__(f"HTTP {status}: {body[:300]}")
         self.status, self.body = status, body
 
 
+class GarbageError(Exception):
+    """The server answered 200 with something that is not a chat completion."""
+
+
 class OpenAIBackend:
+    """An OpenAI-compatible server (see the module docstring)."""
+
     name = "openai"
     constrained = False
 
-    def __init__(self, base_url: str, model: str | None = None, *,
+    def __init__(self, base_url: str | None = None, model: str | None = None, *,
                  api_key_env: str = "OPENAI_API_KEY", response_format: str = "auto",
                  timeout_s: float = 120.0, attempts: int = 3, backoff_s: float = 0.5,
                  temperature: float = 0.7):
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not base_url:
             raise BackendError("the openai backend needs --base-url (e.g. "
-                               "http://localhost:8000/v1)")
+                               "http://localhost:8000/v1) or $OPENAI_BASE_URL")
         if response_format not in FORMATS:
-            raise ValueError(f"response_format must be one of {FORMATS}")
+            raise ValueError(f"response_format must be one of {FORMATS}, "
+                             f"got {response_format!r}")
+        parts = urllib.parse.urlsplit(base_url.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise BackendError(f"--base-url must be an http(s) URL, got {_safe_url(base_url)}")
         self.base_url = base_url.rstrip("/")
-        self.model = model or "default"
         self.api_key_env = api_key_env
-        self._format = response_format
+        self.response_format = response_format
+        self._forms = FORMS if response_format == "auto" else \
+            (FORMS[0],) if response_format == "json_schema" else (FORMS[2],)
+        self._settled = response_format != "auto"
         self.timeout_s, self.attempts, self.backoff_s = timeout_s, attempts, backoff_s
         self.temperature = temperature
+        self._model = model
 
     def __repr__(self) -> str:
-        return f"OpenAIBackend(base_url={self.base_url!r}, model={self.model!r})"
+        return (f"OpenAIBackend(base_url={_safe_url(self.base_url)!r}, "
+                f"model={self._model!r}, api_key_env={self.api_key_env!r})")
 
     @property
     def api_key(self) -> str | None:
+        """The key (read from the environment now; `LoggedBackend` registers it as a secret)."""
         return os.environ.get(self.api_key_env) or None
+
+    @property
+    def model(self) -> str:
+        """The model named by the caller, else the server's first (GET /models), else
+        "default" (servers that serve one model take any name)."""
+        if self._model is None:
+            self._model = self._served_model() or "default"
+        return self._model
 
     def count_tokens(self, messages: Messages) -> int:
         return approx_tokens(messages)
 
-    def _format_body(self, schema: dict | None, fmt: str) -> dict[str, Any]:
-        if schema is None:
-            return {}
-        if fmt == "json_object":
-            return {"response_format": {"type": "json_object", "schema": schema}}
-        return {"response_format": {"type": "json_schema", "json_schema": {
-            "name": "edit", "schema": schema, "strict": True}},
-            "structured_outputs": {"json": schema}}
+    # --------------------------------------------------------------------------- HTTP
+    def _scrub(self, text: str) -> str:
+        return redact(text, [k for k in (self.api_key,) if k])
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        data = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(f"{self.base_url}/chat/completions", data=data,
-                                     headers=headers, method="POST")
+    def _open(self, path: str, body: dict[str, Any] | None,
+              timeout_s: float | None = None) -> Any:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = self.api_key
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"{self.base_url}{path}", data=data, headers=headers,
+                                     method="GET" if body is None else "POST")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                raw = resp.read(4 * 1024 * 1024)
+            with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s) as resp:
+                raw = resp.read(MAX_BODY + 1)
         except urllib.error.HTTPError as e:
-            raise HTTPError(e.code, e.read(2000).decode(errors="replace")) from None
+            text = e.read(2000).decode("utf-8", errors="replace")
+            raise HTTPStatusError(e.code, self._scrub(text)) from None
+        except urllib.error.URLError as e:
+            kind = next((k for k in (ConnectionRefusedError, ConnectionResetError,
+                                     ConnectionError, TimeoutError)
+                         if isinstance(e.reason, k)), OSError)
+            raise kind(self._scrub(str(e.reason))) from None
+        if len(raw) > MAX_BODY:
+            raise GarbageError(f"answer longer than {MAX_BODY} bytes")
         try:
-            out = json.loads(raw)
-        except json.JSONDecodeError:
-            raise ValueError(f"the server's answer is not JSON: {raw[:120]!r}") from None
-        if not isinstance(out, dict) or not isinstance(out.get("choices"), list):
-            raise ValueError(f"the server's answer has no choices: {str(out)[:120]}")
-        return out
+            return json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            raise GarbageError(f"the answer is not JSON: "
+                               f"{self._scrub(repr(raw[:120]))}") from None
+
+    def _served_model(self) -> str | None:
+        try:
+            out = self._open("/models", None, timeout_s=min(self.timeout_s, 10.0))
+            return str(out["data"][0]["id"])
+        except Exception:  # noqa: BLE001 -- optional: any failure means "no name"
+            return None
 
     @staticmethod
-    def _transient(e: Exception) -> bool:
-        if isinstance(e, HTTPError):
-            return e.status == 429 or e.status >= 500
-        return isinstance(e, urllib.error.URLError | socket.timeout | TimeoutError |
-                          ConnectionError)
+    def _transient(e: BaseException) -> bool:
+        if isinstance(e, HTTPStatusError):
+            return e.status in TRANSIENT
+        return isinstance(e, TimeoutError | socket.timeout | ConnectionError |
+                          http.client.RemoteDisconnected | http.client.IncompleteRead)
 
-    def _request(self, messages: Messages, schema: dict | None, n: int, max_tokens: int,
-                 seed: int) -> dict[str, Any]:
-        base = {"model": self.model, "messages": messages, "n": n, "max_tokens": max_tokens,
-                "seed": seed, "temperature": self.temperature}
-        auto = self._format == "auto" and schema is not None
-        fmt = "json_schema" if self._format == "auto" else self._format
+    def _post(self, body: dict[str, Any], *, discovering: bool = False) -> dict[str, Any]:
+        """One completion with retries; while `discovering` a form, a refusal of it (HTTP
+        400, 422, 500, 501) is not retried: the next form is tried instead."""
+        def transient(e: BaseException) -> bool:
+            if discovering and isinstance(e, HTTPStatusError) and e.status in REFUSED:
+                return False
+            return self._transient(e)
 
-        def send(fmt: str) -> dict[str, Any]:
-            body = {**base, **self._format_body(schema, fmt)}
-            return with_retries(lambda: self._post(body), attempts=self.attempts,
-                                backoff_s=self.backoff_s, transient=self._transient,
-                                what=f"POST {self.base_url}/chat/completions")
+        def once() -> dict[str, Any]:
+            out = self._open("/chat/completions", body)
+            if not isinstance(out, dict) or not isinstance(out.get("choices"), list):
+                raise GarbageError(f"the answer has no choices: "
+                                   f"{self._scrub(json.dumps(out)[:160])}")
+            return out
 
-        try:
-            return send(fmt)
-        except BackendError as e:
-            refused = isinstance(e.cause, HTTPError) and e.cause.status == 500
-            if not (auto and refused):
+        return with_retries(once, attempts=self.attempts, backoff_s=self.backoff_s,
+                            transient=transient,
+                            what=f"POST {_safe_url(self.base_url)}/chat/completions")
+
+    # ------------------------------------------------------------------------- request
+    @staticmethod
+    def _form_fields(schema: dict | None, form: str) -> dict[str, Any]:
+        if schema is None:
+            return {}
+        if form == "json_object":
+            return {"response_format": {"type": "json_object", "schema": schema}}
+        fields: dict[str, Any] = {"response_format": {"type": "json_schema", "json_schema": {
+            "name": schema_name(schema), "schema": schema}}}
+        if form == "json_schema+structured_outputs":
+            fields["structured_outputs"] = {"json": schema}
+        return fields
+
+    def _complete(self, base: dict[str, Any], schema: dict | None) -> dict[str, Any]:
+        """One completion; while the schema's form is unsettled, walks the forms."""
+        if schema is None or self._settled:
+            return self._post({**base, **self._form_fields(schema, self._forms[0])})
+        refusals = []
+        for form in self._forms:
+            try:
+                out = self._post({**base, **self._form_fields(schema, form)},
+                                 discovering=True)
+            except BackendError as e:
+                if isinstance(e.cause, HTTPStatusError) and e.cause.status in REFUSED:
+                    refusals.append(f"{form}: {e.cause}")
+                    continue
                 raise
-        # llama.cpp's server answers json_schema with HTTP 500: json_object from now on.
-        self._format = "json_object"
-        return send("json_object")
+            self._forms, self._settled = (form,), True
+            return out
+        raise BackendError(f"the server refused every response format: "
+                           f"{' | '.join(r[:200] for r in refusals)}")
 
     def generate(self, messages: Messages, schema: dict | None, n: int = 1,
                  max_tokens: int = 256, seed: int = 0) -> list[Reply]:
         replies: list[Reply] = []
-        i = 0
-        while len(replies) < n:
+        for i in range(n):  # at most n requests: each brings at least one reply
+            want = n - len(replies)
+            if want <= 0:
+                break
+            base = {"model": self.model, "messages": messages, "n": want,
+                    "max_tokens": max_tokens, "seed": seed + i,
+                    "temperature": self.temperature}
             t = time.perf_counter()
-            out = self._request(messages, schema, n - len(replies), max_tokens, seed + i)
+            out = self._complete(base, schema)
             dt = time.perf_counter() - t
-            usage = out.get("usage") or {}
-            choices = out["choices"][:n - len(replies)]
+            choices = [c for c in out["choices"] if isinstance(c, dict)][:want]
             if not choices:
-                raise BackendError("the server returned no choices")
+                raise BackendError("the server answered with no choices")
+            usage = out.get("usage") if isinstance(out.get("usage"), dict) else {}
+            prompt = _int(usage.get("prompt_tokens"))
+            completion = _int(usage.get("completion_tokens")) // len(choices)
             for c in choices:
-                msg = c.get("message") if isinstance(c, dict) else None
-                text = msg.get("content") if isinstance(msg, dict) else None
-                text = text if isinstance(text, str) else ""
-                replies.append(make_reply(
-                    text, schema, prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                    completion_tokens=int(usage.get("completion_tokens") or 0) // len(choices),
-                    latency_s=dt / len(choices), backend=self.name, model=self.model))
-            i += 1
+                msg = c.get("message") if isinstance(c.get("message"), dict) else {}
+                text = msg.get("content") if isinstance(msg.get("content"), str) else ""
+                cut = f"cut at max_tokens={max_tokens}" if c.get("finish_reason") == "length" \
+                    else None
+                replies.append(make_reply(self._scrub(text), schema, prompt_tokens=prompt,
+                                          completion_tokens=completion, latency_s=dt,
+                                          backend=self.name, model=self.model, cut=cut))
         return replies
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31 else 0
+
+
+def _safe_url(url: str) -> str:
+    """`url` without user:password (a key may hide there too)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username or parts.password:
+        netloc = parts.hostname or ""
+        if parts.port:
+            netloc += f":{parts.port}"
+        parts = parts._replace(netloc=f"***@{netloc}")
+    return urllib.parse.urlunsplit(parts)
