@@ -189,7 +189,7 @@ class LLMEngineer:
     @property
     def constrained(self) -> bool:
         """Grammar-constrained backends are parsed strictly; servers' replies are projected."""
-        return getattr(self.backend, "name", "") in ("transformers", "llamacpp", "vllm")
+        return bool(getattr(self.backend, "constrained", False))
 
     def propose(self, context: Any) -> list[Proposal]:
         from designer.backends import BackendError

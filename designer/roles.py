@@ -20,12 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from designer.context import Context, ContextBuilder, editable_values
-from designer.edits import apply_edit, edit_schema
+from designer.edits import apply_edit, edit_schema, text_schema
 
-PRINTABLE = r"^[ -~]*$"
 DIAGNOSIS_SCHEMA = {
-    "type": "object",
-    "properties": {"diagnosis": {"type": "string", "pattern": PRINTABLE, "maxLength": 400}},
+    "type": "object", "properties": {"diagnosis": text_schema(300)},
     "required": ["diagnosis"], "additionalProperties": False,
 }
 VERDICTS = ("accept", "revise", "reject")
@@ -34,7 +32,7 @@ VERDICTS = ("accept", "revise", "reject")
 def critic_schema(space: Any) -> dict[str, Any]:
     return {"type": "object",
             "properties": {"verdict": {"type": "string", "enum": list(VERDICTS)},
-                           "reason": {"type": "string", "pattern": PRINTABLE, "maxLength": 200},
+                           "reason": text_schema(160),
                            "revised": edit_schema(space)},
             "required": ["verdict", "reason"], "additionalProperties": False}
 
@@ -77,6 +75,10 @@ def _draft(call: RoleCall, ctx: Context, reply: Any, edit: dict | None = None) -
     if obj is None:
         return Draft(None, "", None, reply.text, reply.error or "no JSON object", log_ids=ids)
     outcome = apply_edit(ctx.space, obj, ctx.current, constrained=call.constrained)
+    log = getattr(call.backend, "log", None)
+    if log is not None and ids:  # the call log keeps what became of the reply
+        log.annotate(ids[0], adjustments=[a.model_dump() for a in outcome.adjustments],
+                     rejection=outcome.rejection)
     if outcome.rejection:
         return Draft(None, outcome.rationale, outcome, reply.text, outcome.rejection,
                      log_ids=ids)
@@ -95,7 +97,6 @@ def team(call: RoleCall, ctx: Context, n: int) -> tuple[list[Draft], str]:
     diagnosis = str((a.edit or {}).get("diagnosis", "")).strip() or "(no diagnosis)"
     drafts = [_draft(call, ctx, r) for r in call.ask(ctx, "engineer.md", edit_schema(ctx.space),
                                                       n, diagnosis=diagnosis)]
-    current = json.dumps(editable_values(ctx.space, ctx.current))
     out = []
     for d in drafts:
         if d.values is None:
@@ -103,7 +104,7 @@ def team(call: RoleCall, ctx: Context, n: int) -> tuple[list[Draft], str]:
             continue
         edit = json.dumps(editable_values(ctx.space, d.values))
         (c,) = call.ask(ctx, "critic.md", critic_schema(ctx.space), 1, edit=edit,
-                        rationale=d.rationale or "(none)", diagnosis=diagnosis, current=current)
+                        rationale=d.rationale or "(none)", diagnosis=diagnosis)
         verdict = c.edit if isinstance(c.edit, dict) else {"verdict": "accept",
                                                           "reason": f"critic failed: {c.error}"}
         d.verdict = verdict

@@ -63,7 +63,7 @@ class RunSettings(Strict):
     history_round0: bool = Field(False, description="Show round 0's config in H too (the "
                                  "paper's ablation V3; off: the model anchors on it).")
     token_budget: int = Field(1600, ge=200, le=1_000_000, description="Prompt token budget.")
-    max_tokens: int = Field(200, ge=16, le=8192, description="Tokens per LLM reply.")
+    max_tokens: int = Field(320, ge=16, le=8192, description="Tokens per LLM reply.")
     stages: int = Field(6, ge=1, le=1000, description="Stages (round 0 included).")
     stage_steps: int = Field(4_096_000, ge=1, description="Training env steps per stage.")
     train_minutes: float | None = Field(None, gt=0, description="Also stop once training has "

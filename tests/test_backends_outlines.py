@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 import time
 
@@ -20,6 +19,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the transformers backend needs the llm extra")
 pytest.importorskip("outlines", reason="the transformers backend needs the llm extra")
+
+from tiny_llm import tiny_backend  # noqa: E402
 
 from designer.backends import LoggedBackend, make_backend  # noqa: E402
 from designer.backends.hf import TransformersBackend  # noqa: E402
@@ -29,8 +30,6 @@ from jaxenv.mapf import make_config_space  # noqa: E402
 
 SPACE = make_config_space()
 SCHEMA = edit_schema(SPACE)
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 FAILURES = ["Most failures are holes on 9x9 and 10x10 maps.",
             "Agents swap places on 4x4 maps (edge conflicts).",
             "Episodes time out on 7x7 maps with a wait needed.",
@@ -45,29 +44,7 @@ def messages(i: int) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def tiny() -> TransformersBackend:
-    """A 2-layer random Llama over a 300-token BPE trained here on a few lines of text."""
-    from tokenizers import Tokenizer, decoders, models, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    bpe = Tokenizer(models.BPE())
-    bpe.decoder = decoders.Fuse()
-    alphabet = [chr(c) for c in range(32, 127)] + ["\n"]
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|im_start|>", "<|im_end|>"],
-                                  initial_alphabet=alphabet, show_progress=False)
-    corpus = [json.dumps({"rationale": "fewer holes on large maps", "size_weights": {"3": 0.1},
-                          "hole_ratio": {"9": 0.25}, "slip_prob": 0.05}), *FAILURES]
-    bpe.train_from_iterator(corpus * 10, trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
-                                  pad_token="<|im_end|>")
-    tok.chat_template = CHATML
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-                         max_position_embeddings=4096, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.eos_token_id, bos_token_id=None)
-    lm = LlamaForCausalLM(config).eval()
-    return TransformersBackend(lm=lm, tokenizer=tok, model_name="tiny-llama", temperature=1.0,
-                               top_p=1.0, threads=1)
+    return tiny_backend()
 
 
 def applies(edit: dict) -> dict:
