@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	JAX_PLATFORMS=$${JAX_PLATFORMS:-cpu} $(VENV)/bin/envengineer
+	JAX_PLATFORMS=$${JAX_PLATFORMS:-cpu} $(VENV)/bin/envengineer run --engineer llm --backend transformers
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .

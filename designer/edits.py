@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jaxenv.config_space import Adjustment, ConfigError, ConfigSpace, loads_bounded
+from jaxenv.config_space import Adjustment, ConfigError, ConfigSpace, load_json_object
 
 PRESETS = ("paper", "open")
 RATIONALE_CHARS = 160
@@ -120,7 +120,7 @@ def apply_edit(space: ConfigSpace, reply: str | Mapping[str, Any],
     """
     full_base = space.validate(space.default() if base is None else base)
     try:
-        obj = reply if isinstance(reply, Mapping) else _json_object(reply)
+        obj = reply if isinstance(reply, Mapping) else load_json_object(reply)
     except ConfigError as e:
         return EditOutcome(None, "", [], f"unusable reply: {e.message}", constrained)
     obj = dict(obj)
@@ -137,19 +137,6 @@ def apply_edit(space: ConfigSpace, reply: str | Mapping[str, Any],
         return EditOutcome(None, rationale, adjustments, why, constrained)
     changed = [k.name for k in space.knobs if not _close(values[k.name], full_base[k.name])]
     return EditOutcome(values, rationale, adjustments, None, constrained, changed)
-
-
-def _json_object(text: Any) -> Mapping[str, Any]:
-    if not isinstance(text, str):
-        raise ConfigError("<edit>", f"expected JSON text or an object, got "
-                                    f"{type(text).__name__}")
-    try:
-        obj = loads_bounded(text)
-    except ValueError as e:
-        raise ConfigError("<edit>", str(e)) from None
-    if not isinstance(obj, dict):
-        raise ConfigError("<edit>", f"expected a JSON object, got {type(obj).__name__}")
-    return obj
 
 
 def _rationale(raw: Any, adjustments: list[Adjustment]) -> str:

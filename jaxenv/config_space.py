@@ -578,8 +578,16 @@ def _load(edit: Any) -> dict[str, Any]:
         if too_big:
             raise ConfigError("<edit>", too_big)
         return obj
+    return load_json_object(edit)
+
+
+def load_json_object(text: Any) -> dict[str, Any]:
+    """Bounded JSON text -> a dict, or `ConfigError("<edit>")` saying why not."""
+    if not isinstance(text, str):
+        raise ConfigError("<edit>", f"expected JSON text or an object, got "
+                                    f"{type(text).__name__}")
     try:
-        obj = loads_bounded(edit)
+        obj = loads_bounded(text)
     except ValueError as e:
         raise ConfigError("<edit>", str(e)) from None
     if not isinstance(obj, dict):

@@ -69,6 +69,7 @@ def test_run_folder_holds_everything(straight):
     cands = json.loads((straight / "stages" / "000" / "candidates.json").read_text())
     assert cands and all(0 <= c["score"]["success"] <= 1 for c in cands)
     assert len(metrics(straight)) == 3
+    assert list((straight / "tb").glob("events.out.tfevents.*"))  # TensorBoard is installed
     report = (straight / "report.md").read_text()
     assert "Held-out split" in report and "paper: Qwen3-4B + GRPO + engineer" in report
     for png in ("heldout_curve.png", "configs.png", "failures.png", "stage_time.png"):

