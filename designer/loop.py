@@ -42,6 +42,7 @@ from designer.sampling import random_values
 from designer.settings import RunSettings
 from designer.verify import Verifier
 from jaxenv.mapf import Capacity, MAPFFrozenLake
+from jaxenv.mapf.benchmark.heldout import AGENT_SIZES
 from jaxenv.mapf.benchmark.validator import load_validator
 from policy import checkpoint
 from policy.guard import check_finite
@@ -49,9 +50,8 @@ from policy.network import ActorCritic
 from policy.ppo import Hparams, RunnerState, make_train
 from policy.validation import validate
 
-HELDOUT_SIZES = tuple(str(n) for n in range(3, 11))
-HELDOUT_AGENTS = ("3", "4", "5")
-PHASES = ("train", "validate", "heldout", "propose", "verify")
+HELDOUT_AGENTS = tuple(str(a) for a in AGENT_SIZES)
+HELDOUT_SIZES = tuple(str(n) for n in sorted({n for ns in AGENT_SIZES.values() for n in ns}))
 
 
 @dataclass
@@ -146,7 +146,8 @@ class ClosedLoop:
         v = settings.verify
         targets = {"size_weights": HELDOUT_SIZES, "agent_weights": HELDOUT_AGENTS}
         self.verifier = Verifier(self.env, self.network, k=v.k, episodes=v.episodes,
-                                 floor=v.floor, ceiling=v.ceiling, targets=targets)
+                                 floor=v.floor, ceiling=v.ceiling, targets=targets,
+                                 space=self.space)
         self.engineer = make_engineer(settings, self.folder, backend=backend)
         self.builder = ContextBuilder(settings.context, history_k=settings.history_k,
                                       history_round0=settings.history_round0,

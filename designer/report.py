@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from designer.runfolder import PHASES
+from jaxenv.mapf.benchmark.heldout import AGENT_SIZES
 from jaxenv.mapf.rules import CAUSES
 
 PAPER = {  # valid % / optimal %, mean over map sizes, for 3 / 4 / 5 agents
@@ -33,8 +35,7 @@ PAPER = {  # valid % / optimal %, mean over map sizes, for 3 / 4 / 5 agents
                                                     (15.11, 9.11)],
     "paper: Qwen3-4B + GRPO + engineer": [(51.67, 31.67), (33.14, 21.33), (18.67, 11.00)],
 }
-AGENTS = ("3", "4", "5")
-PHASE_NAMES = ("train", "validate", "heldout", "propose", "verify")
+AGENTS = tuple(str(a) for a in AGENT_SIZES)  # the held-out split's agent counts
 
 
 @dataclass
@@ -138,12 +139,12 @@ def size_tables(runs: list[Run]) -> list[str]:
 
 
 def time_table(runs: list[Run]) -> list[str]:
-    rows = ["| engineer | " + " | ".join(PHASE_NAMES) + " | total per stage |",
-            "|---" * (len(PHASE_NAMES) + 2) + "|"]
+    rows = ["| engineer | " + " | ".join(PHASES) + " | total per stage |",
+            "|---" * (len(PHASES) + 2) + "|"]
     for label, rs in group(runs).items():
         t = {p: np.mean([s["times"].get(p, 0.0) for r in rs for s in r.stages])
-             for p in PHASE_NAMES}
-        rows.append(f"| {label} | " + " | ".join(f"{t[p]:.1f}s" for p in PHASE_NAMES)
+             for p in PHASES}
+        rows.append(f"| {label} | " + " | ".join(f"{t[p]:.1f}s" for p in PHASES)
                     + f" | {sum(t.values()):.1f}s |")
     return rows
 
@@ -241,7 +242,7 @@ def plots(runs: list[Run], out: Path) -> list[str]:
 
     fig, ax = plt.subplots(figsize=(max(5, 1.4 * n + 2), 3.6))
     bottom = np.zeros(n)
-    for p in PHASE_NAMES:
+    for p in PHASES:
         v = np.array([np.mean([s["times"].get(p, 0.0) for r in rs for s in r.stages])
                       for rs in groups.values()])
         ax.bar(range(n), v, bottom=bottom, label=p)

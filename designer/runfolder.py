@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+PHASES = ("train", "validate", "heldout", "propose", "verify")  # the timed parts of a stage
+
 
 class RunLocked(RuntimeError):
     """Another process holds this run folder."""

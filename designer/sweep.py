@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from designer.report import AGENTS
 from designer.runfolder import RunFolder, RunLocked
 from designer.settings import RunSettings
 
@@ -71,7 +72,6 @@ ABLATION: dict[str, tuple[str, bool, str]] = {  # variant: (modules, round 0 in 
     "V1": ("F", False, "F"), "V2": ("F,G", False, "F+G"),
     "V3": ("F,G,H", True, "F+G+H with round 0"), "V4": ("F,G,H", False, "F+G+H"),
     "V5": ("F,G,H,S", False, "F+G+H+S"), "V6": ("F,G,H,T", False, "F+G+H+T")}
-AGENTS = ("3", "4", "5")
 DISTS = ("uniform", "loguniform", "randint", "choice")
 
 
@@ -256,18 +256,13 @@ def _variant(v: Any, where: str) -> dict[str, Any]:
     if v not in ABLATION:
         names = ", ".join(f"{k} ({p})" for k, (_, _, p) in ABLATION.items())
         raise SweepError(f"{where}: unknown ablation variant {v!r} (known: {names})")
-    modules, round0, paper = ABLATION[v]
-    if ROUND0_FIELD not in RunSettings.model_fields:
-        if round0:
-            raise SweepError(f"{where}: {v} ({paper}) needs the run setting {ROUND0_FIELD}, "
-                             "which this version of RunSettings does not have")
-        return {"context": modules}
+    modules, round0, _ = ABLATION[v]
     return {"context": modules, ROUND0_FIELD: round0}
 
 
 def variant_of(settings: RunSettings) -> str | None:
     """The paper's ablation variant these settings are, if any."""
-    round0 = bool(getattr(settings, ROUND0_FIELD, False))
+    round0 = bool(getattr(settings, ROUND0_FIELD))
     return next((k for k, (m, r, _) in ABLATION.items()
                  if m == settings.context and r == round0), None)
 

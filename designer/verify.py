@@ -9,7 +9,9 @@ current policy (`policy.evaluate.Evaluator`, greedy, inside the same jit). Per c
 - learnability p(1 - p): highest where the policy succeeds about half the time, the stages
   that teach most (SFL, Rutherford et al. 2024);
 - coverage: for each editable simplex knob with target keys (e.g. the held-out set's map sizes),
-  the share of those keys the candidate gives at least `min_share` of its weight; multiplied;
+  the share of those keys the candidate gives at least `min_share` of its weight; multiplied.
+  Target keys the knob cannot express (held-out agent counts above the training capacity) and
+  knobs the preset pins are left out: no edit could cover them;
 - distance: the mean normalised change from the current config (0 same, 1 opposite bounds).
 
 `choose(scores)`, the documented choice rule: never a candidate with success above `ceiling`
@@ -68,14 +70,18 @@ def distance(space: Any, a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
 
 def coverage(space: Any, values: Mapping[str, Any], targets: Mapping[str, Sequence[str]],
              min_share: float = 0.02) -> float:
-    """Product over editable simplex knobs in `targets` of the share of target keys covered."""
+    """Product over editable simplex knobs in `targets` of the share of target keys covered.
+
+    Only the target keys a knob has count: a key it cannot express no edit could cover.
+    """
     out = 1.0
     for name, keys in targets.items():
         k = space[name]
-        if not k.editable or not keys:
-            continue
         w = dict(zip(k.keys or (), values[name]))
-        out *= float(np.mean([w.get(key, 0.0) >= min_share for key in keys]))
+        reachable = [key for key in keys if key in w]
+        if not k.editable or not reachable:
+            continue
+        out *= float(np.mean([w[key] >= min_share for key in reachable]))
     return out
 
 
@@ -84,11 +90,11 @@ class Verifier:
 
     def __init__(self, env: Any, network: Any, *, k: int = 8, episodes: int = 1024,
                  floor: float = 0.05, ceiling: float = 0.95, tie: float = 0.01,
-                 targets: Mapping[str, Sequence[str]] | None = None):
+                 targets: Mapping[str, Sequence[str]] | None = None, space: Any = None):
         if not 0.0 <= floor < ceiling <= 1.0:
             raise ValueError(f"need 0 <= floor < ceiling <= 1, got {floor}, {ceiling}")
         self.evaluator = Evaluator(env, network, record=False)
-        self.space = self.evaluator.env.config_space
+        self.space = space if space is not None else self.evaluator.env.config_space
         self.k, self.episodes = k, episodes
         self.floor, self.ceiling, self.tie = floor, ceiling, tie
         self.targets = dict(targets or {})

@@ -24,11 +24,11 @@ from designer.sweep import (
     FAULT_ENV,
     ROUND0_FIELD,
     Queue,
-    SweepError,
     SweepSpec,
     Trial,
     expand,
     load_spec,
+    variant_of,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,7 +202,7 @@ def test_the_example_spec_is_valid(capsys):
     assert main(["sweep", str(ROOT / "examples" / "sweep_ablation.yaml"), "--dry-run",
                  "--out", "/nonexistent/sweep"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == "15 trials in /nonexistent/sweep"
+    assert lines[-1] == "18 trials in /nonexistent/sweep"
     assert lines[0].startswith("V1_seed-0\tnew\t")
 
 
@@ -230,14 +230,11 @@ def test_grid_random_draws_and_toml_nesting(tmp_path):
 
 
 def test_v3_needs_round0_in_the_history():
-    spec = SweepSpec(grid={"ablation": ["V3"]})
-    if ROUND0_FIELD in RunSettings.model_fields:
-        [t] = expand(spec)
-        assert getattr(t.settings, ROUND0_FIELD) is True and t.settings.context == "F,G,H"
-    else:
-        with pytest.raises(SweepError, match=f"V3 .F\\+G\\+H with round 0. needs the run "
-                                             f"setting {ROUND0_FIELD}"):
-            expand(spec)
+    [t] = expand(SweepSpec(grid={"ablation": ["V3"]}))
+    assert getattr(t.settings, ROUND0_FIELD) is True and t.settings.context == "F,G,H"
+    [t4] = expand(SweepSpec(grid={"ablation": ["V4"]}))
+    assert getattr(t4.settings, ROUND0_FIELD) is False and t4.settings.context == "F,G,H"
+    assert variant_of(t.settings) == "V3" and variant_of(t4.settings) == "V4"
 
 
 def trial(name: str, **kw) -> Trial:

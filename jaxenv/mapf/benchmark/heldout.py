@@ -32,6 +32,8 @@ import numpy as np
 from jaxenv.mapf.level import Level
 
 SUBSETS = (0.25, 0.50, 0.75)
+# The paper's cells: agent count -> the map sizes it is played on.
+AGENT_SIZES = {3: tuple(range(3, 11)), 4: tuple(range(4, 11)), 5: tuple(range(5, 11))}
 KINDS = ("random", "crossing")  # how the candidate was drawn (see scripts/make_benchmark.py)
 # The stored plan is a *witness* (one SoC-optimal plan among possibly many): which one the
 # solver returns may change with the solver's version, the instances, costs and labels may not.
