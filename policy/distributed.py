@@ -23,16 +23,13 @@ checks the config batch and key across processes before each stage unless told n
 On CPU, cross-process collectives go through gloo (`jax_cpu_collectives_implementation`,
 set by `initialize` where this JAX version leaves it unset).
 
-    python -m policy.distributed --help     # a distributed MAPF training run from the shell
+From the shell, `envengineer run --distributed` runs the closed loop this way (docs/scaling.md).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -225,70 +222,3 @@ def make_distributed_stage(trainer: Trainer, devices: Sequence[jax.Device] | Non
         return run(*replicate((runner, cfgs, key), mesh))
 
     return stage
-
-
-# ------------------------------------------------------------------------------- command line
-def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m policy.distributed",
-        description="MAPF PPO stages as one job over many processes (jax.distributed). Start "
-                    "the same command once per process, with its own --process-id. Values "
-                    f"not given come from {ENV_ADDRESS}, {ENV_COUNT}, {ENV_ID}.")
-    p.add_argument("--coordinator-address", help="HOST:PORT of process 0's coordinator")
-    p.add_argument("--num-processes", type=int)
-    p.add_argument("--process-id", type=int)
-    p.add_argument("--auto-detect", action="store_true",
-                   help="let JAX detect unset values (Slurm, Open MPI, Kubernetes, Cloud TPU)")
-    p.add_argument("--cpu-devices", type=int, default=None,
-                   help="host CPU devices per process (jax_num_cpu_devices), for CPU runs")
-    p.add_argument("--timeout", type=int, default=300, help="seconds to wait for all processes")
-    p.add_argument("--stages", type=int, default=2)
-    p.add_argument("--envs", type=int, default=256, help="environments over all devices")
-    p.add_argument("--steps", type=int, default=32, help="rollout length per update")
-    p.add_argument("--updates", type=int, default=10, help="PPO updates per stage")
-    p.add_argument("--minibatches", type=int, default=4, help="per epoch; divides --steps")
-    p.add_argument("--pool-size", type=int, default=256, help="levels per stage, all devices")
-    p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--max-size", type=int, default=10, help="capacity: largest map side")
-    p.add_argument("--max-agents", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="process 0 writes the final parameters here (.npz)")
-    return p.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Run `--stages` stages of the default MAPF config; process 0 prints one JSON line each."""
-    a = parse(argv)
-    procs = initialize(a.coordinator_address, a.num_processes, a.process_id,
-                       cpu_devices=a.cpu_devices, timeout_s=a.timeout, auto_detect=a.auto_detect)
-
-    from jaxenv.mapf import Capacity, MAPFFrozenLake
-    from policy.network import ActorCritic
-    from policy.ppo import Hparams, make_train
-
-    env = MAPFFrozenLake(Capacity(max_size=a.max_size, max_agents=a.max_agents))
-    hp = Hparams(num_envs=a.envs, num_steps=a.steps, num_updates=a.updates,
-                 num_minibatches=a.minibatches, pool_size=a.pool_size)
-    trainer = make_train(env, ActorCritic(hidden=a.hidden), hp)
-    stage = make_distributed_stage(trainer)
-    cfgs = env.config_space.to_config()
-    runner = trainer.init(jax.random.key(a.seed))
-    rows = []
-    for s in range(a.stages):
-        t = time.perf_counter()
-        runner, metrics = stage(runner, cfgs, jax.random.fold_in(jax.random.key(a.seed + 1), s))
-        summary = trainer.summarize(to_host(metrics))
-        row = {"stage": s, "seconds": round(time.perf_counter() - t, 3),
-               "processes": procs.count, "devices": jax.device_count(),
-               "env_steps": int(to_host(runner.env_steps)), **summary}
-        rows.append(row)
-        if procs.is_main:
-            print(json.dumps(row), flush=True)
-    if a.out and procs.is_main:
-        leaves = jax.tree_util.tree_flatten_with_path(to_host(runner.params))[0]
-        np.savez(a.out, **{jax.tree_util.keystr(k): v for k, v in leaves})
-    return rows
-
-
-if __name__ == "__main__":
-    main()
