@@ -65,6 +65,11 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
 }
 
 
+def command_line() -> str:
+    """The command as the user typed it, without the interpreter's or script's path."""
+    return " ".join(["envengineer", *sys.argv[1:]])
+
+
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     for flag, (_, typ, helptext) in RUN_FLAGS.items():
         p.add_argument(f"--{flag}", type=typ, default=None, help=helptext)
@@ -216,7 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     results = run_one(settings, out, processes=processes)
     if processes is not None and not processes.is_main:
         return 0
-    report = write_report([out], out, title=f"Run {out}", command=" ".join(sys.argv))
+    report = write_report([out], out, title=f"Run {out}", command=command_line())
     print_table(results, f"{settings.engineer}: {len(results)} stages, "
                          f"{results[-1].env_steps:,} env steps, {time.perf_counter() - t0:.0f}s")
     print(f"report: {report}")
@@ -249,7 +254,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             run_one(s, d)
             dirs.append(d)
     report = write_report(dirs, out, title="Engineers compared at equal budget",
-                          command=" ".join(sys.argv))
+                          command=command_line())
     print(f"{len(dirs)} runs in {time.perf_counter() - t0:.0f}s; report: {report}")
     return 0
 
@@ -288,7 +293,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         if not (d / "run.json").is_file():
             raise CliError(f"{d} is not a run folder (no run.json)")
     out = args.out or args.runs[0]
-    print(f"report: {write_report(args.runs, out, command=' '.join(sys.argv))}")
+    print(f"report: {write_report(args.runs, out, command=command_line())}")
     return 0
 
 
@@ -317,7 +322,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             return 0
         opts = sweep.Options(out=out, address=args.address, cpus_per_trial=args.cpus_per_trial,
                              gpus_per_trial=args.gpus_per_trial, retries=args.retries,
-                             llm_concurrency=args.llm_concurrency, command=" ".join(sys.argv))
+                             llm_concurrency=args.llm_concurrency, command=command_line())
         summary = sweep.run_sweep(spec, trials, opts)
     except sweep.SweepError as e:
         raise CliError(str(e)) from None

@@ -35,6 +35,7 @@ PAPER = {  # valid % / optimal %, mean over map sizes, for 3 / 4 / 5 agents
                                                     (15.11, 9.11)],
     "paper: Qwen3-4B + GRPO + engineer": [(51.67, 31.67), (33.14, 21.33), (18.67, 11.00)],
 }
+PANELS_PER_ROW = 4  # engineers side by side in the per-engineer figures
 AGENTS = tuple(str(a) for a in AGENT_SIZES)  # the held-out split's agent counts
 
 
@@ -193,32 +194,41 @@ def plots(runs: list[Run], out: Path) -> list[str]:
     names.append("heldout_curve.png")
 
     n = len(groups)
-    fig, axes = plt.subplots(2, n, figsize=(3.6 * n, 6.4), squeeze=False)
+    cols, rows = min(n, PANELS_PER_ROW), -(-n // PANELS_PER_ROW)  # engineers wrap after 4
+    fig, axes = plt.subplots(2 * rows, cols, figsize=(3.6 * cols, 6.4 * rows), squeeze=False)
     for j, (label, rs) in enumerate(groups.items()):
+        top, bot = axes[2 * (j // cols), j % cols], axes[2 * (j // cols) + 1, j % cols]
         r = rs[0]
         w = np.array([s["values"]["size_weights"] for s in r.stages])
         sizes = [str(3 + i) for i in range(w.shape[1])]
-        axes[0, j].stackplot(range(len(w)), w.T, labels=[f"{s}×{s}" for s in sizes])
-        axes[0, j].set_title(f"{label}\nsize mix (seed {r.settings['seed']})", fontsize=8)
-        axes[0, j].set_xlabel("stage")
-        axes[0, j].set_ylim(0, 1)
+        top.stackplot(range(len(w)), w.T, labels=[f"{s}×{s}" for s in sizes])
+        top.set_title(f"{label}\nsize mix (seed {r.settings['seed']})", fontsize=8)
+        top.set_xlabel("stage")
+        top.set_ylim(0, 1)
         for key, style in (("hole_ratio", "-"), ("wait_ratio", "--")):
             v = np.array([np.dot(s["values"][key], s["values"]["size_weights"])
                           for s in r.stages])
-            axes[1, j].plot(v, style, marker="o", ms=3, label=f"{key} (size-weighted)")
-        axes[1, j].set_ylim(0, 1)
-        axes[1, j].set_xlabel("stage")
-        for ax in axes[:, j]:
+            bot.plot(v, style, marker="o", ms=3, label=f"{key} (size-weighted)")
+        bot.set_ylim(0, 1)
+        bot.set_xlabel("stage")
+        for ax in (top, bot):
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axes[1, j].grid(alpha=0.3)
-    axes[0, -1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    axes[1, -1].legend(fontsize=7)
+        bot.grid(alpha=0.3)
+    for j in range(n, rows * cols):
+        axes[2 * (j // cols), j % cols].axis("off")
+        axes[2 * (j // cols) + 1, j % cols].axis("off")
+    axes[0, cols - 1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    axes[1, cols - 1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "configs.png", dpi=110)
     plt.close(fig)
     names.append("configs.png")
 
-    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.4 * rows), squeeze=False,
+                             sharey=True)
+    flat = axes.reshape(-1)
+    for ax in flat[n:]:
+        ax.axis("off")
     for j, (label, rs) in enumerate(groups.items()):
         counts = np.zeros((len(rs[0].validation), len(CAUSES) - 1))
         for r in rs:
@@ -228,13 +238,14 @@ def plots(runs: list[Run], out: Path) -> list[str]:
         counts /= len(rs)
         bottom = np.zeros(len(counts))
         for c in range(counts.shape[1]):
-            axes[0, j].bar(range(len(counts)), counts[:, c], bottom=bottom, label=CAUSES[c + 1])
+            flat[j].bar(range(len(counts)), counts[:, c], bottom=bottom, label=CAUSES[c + 1])
             bottom += counts[:, c]
-        axes[0, j].set_title(f"{label}\nvalidation failures per stage", fontsize=8)
-        axes[0, j].set_xlabel("stage")
-        axes[0, j].xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[0, 0].set_ylabel("failed episodes (mean over seeds)")
-    axes[0, -1].legend(fontsize=7)
+        flat[j].set_title(f"{label}\nvalidation failures per stage", fontsize=8)
+        flat[j].set_xlabel("stage")
+        flat[j].xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in axes[:, 0]:
+        ax.set_ylabel("failed episodes (mean over seeds)")
+    flat[n - 1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "failures.png", dpi=110)
     plt.close(fig)
@@ -275,7 +286,12 @@ def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str = "E
               "## Held-out split (never read by any engineer): final stage, mean over map sizes",
               "", "valid % / optimal % (mean ± std over seeds)", "", *summary_table(runs), "",
               *size_tables(runs),
-              "## Time per stage", "", *time_table(runs), "",
+              "## Time per stage", "",
+              "Wall-clock seconds per stage (mean over stages and seeds). Verification is "
+              "counted apart from training; `propose` holds the LLM calls, or the "
+              "`learnability` engineer's own scoring of its sampled configs. Runs that shared "
+              "the machine with other jobs show longer times in every phase.", "",
+              *time_table(runs), "",
               *[f"![{p}]({p})" for p in pngs], "",
               "## Runs", "", *[f"- `{r.path}`: {r.label}, seed {r.settings['seed']}, "
                               f"{len(r.stages)} stage(s)" for r in runs], ""]

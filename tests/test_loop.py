@@ -161,3 +161,50 @@ def test_a_dead_llm_server_falls_back_to_the_rules_engineer(tmp_path, env, setti
     calls = (out / "calls.jsonl").read_text()
     assert '"ok": false' in calls and "sk-secret-42" not in calls
     assert (out / "stages" / "001" / "done.json").exists()
+
+
+class DiesAfterFirstCall:
+    """An LLM backend that answers its first call with a real edit, then fails every call."""
+
+    name, model, constrained = "scripted", "dies-after-one", True
+
+    def __init__(self):
+        self.calls = 0
+
+    def count_tokens(self, messages) -> int:
+        return sum(len(m["content"]) // 4 for m in messages)
+
+    def generate(self, messages, schema, n=1, max_tokens=256, seed=0):
+        from designer.backends.base import BackendError, Reply, parse_reply
+
+        self.calls += 1
+        if self.calls > 1:
+            raise BackendError("connection reset by the server (scripted failure)")
+        text = '{"hole_ratio": {"3": 0.1, "4": 0.1}, "rationale": "fewer holes on small maps"}'
+        edit, error = parse_reply(text, schema)
+        return [Reply(text, edit, error, 10, 20, 0.01, self.name, self.model)] * n
+
+
+def test_a_backend_that_fails_mid_run_ends_on_the_fallback(tmp_path, monkeypatch):
+    """Stage 0's proposals come from the LLM; from stage 1 on the backend fails: the run
+    completes on the rules engineer, and the candidates and the context record say why."""
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    from designer.loop import ClosedLoop
+    from designer.settings import RunSettings
+
+    s = RunSettings.model_validate({
+        "engineer": "llm", "stages": 3, "stage_steps": 2048, "candidates": 2, "seed": 3,
+        "trainee": {**SETTINGS["trainee"], "num_envs": 64, "hidden": 16},
+        "verify": {"k": 2, "episodes": 16}})
+    backend = DiesAfterFirstCall()
+    ClosedLoop(s, tmp_path / "run", backend=backend).run()
+    stages = tmp_path / "run" / "stages"
+    first = json.loads((stages / "000" / "candidates.json").read_text())
+    assert [c["source"] for c in first] == ["llm:scripted/dies-after-one"] * 2
+    assert first[0]["values"]["hole_ratio"][:2] == [0.1, 0.1]
+    second = json.loads((stages / "001" / "candidates.json").read_text())
+    assert second and all(c["source"] == "rules (fallback)" for c in second)
+    assert "scripted failure" in second[0]["rationale"]
+    record = json.loads((stages / "001" / "context.json").read_text())
+    assert record["fallback"] == "rules" and "scripted failure" in record["error"]
+    assert (stages / "002" / "done.json").exists() and backend.calls >= 2
