@@ -4,9 +4,11 @@
   config and play them with the current policy (`designer.verify.Verifier`, one jitted call for
   `--k` candidates), and the number of compilations over `--stages` stages of random candidate
   batches after warm-up (goal: 0);
-- Proposals: seconds per proposal and tokens/s of the embedded SmolLM2-135M (transformers +
-  outlines, CPU) writing grammar-constrained edits from a real context, in `single` and `team`
-  role modes (skipped, and said so, where the `llm` extra is not installed).
+- Proposals: seconds per proposal (one engineer call writing the run's `candidates` edits, as
+  in a stage) and per candidate, and reply tokens/s (the model's own token counts), of the
+  embedded SmolLM2-135M (transformers + outlines, CPU) writing grammar-constrained edits from a
+  real context, in `single` and `team` role modes (skipped, and said so, where the `llm` extra
+  is not installed).
 
 The policy is trained for `--train-stages` short stages first, so episodes last as long as
 they do in a run. Medians of the timed stages after one warm-up.
@@ -99,6 +101,23 @@ def main(argv: list[str] | None = None) -> dict:
     return out
 
 
+class TokenCounter:
+    """The backend, counting the completion tokens of its replies (the model's own count)."""
+
+    def __init__(self, backend):
+        self.backend, self.tokens = backend, 0
+        self.name, self.model = backend.name, backend.model
+        self.constrained = backend.constrained
+
+    def count_tokens(self, messages) -> int:
+        return self.backend.count_tokens(messages)
+
+    def generate(self, *args, **kw):
+        replies = self.backend.generate(*args, **kw)
+        self.tokens += sum(r.completion_tokens for r in replies)
+        return replies
+
+
 def llm_latency(loop, runner, n: int) -> dict:
     """Seconds per proposal and tokens/s of the embedded model, single and team."""
     from designer.context import Context, mapf_failures
@@ -117,26 +136,33 @@ def llm_latency(loop, runner, n: int) -> dict:
     ctx = Context(stage=1, stages_total=6, env_steps_per_stage=819_200,
                   env_steps_so_far=1_638_400, current=values, space=loop.space,
                   failures=mapf_failures(val, train), train=train)
-    out: dict = {"llm_backend": backend.name, "llm_model": backend.model}
+    counted = TokenCounter(backend)
+    out: dict = {"llm_backend": backend.name, "llm_model": backend.model,
+                 "candidates_per_proposal": loop.s.candidates, "max_tokens": loop.s.max_tokens}
     for roles in ("single", "team"):
-        eng = LLMEngineer(backend, loop.builder, roles=roles, n=loop.s.candidates,
+        eng = LLMEngineer(counted, loop.builder, roles=roles, n=loop.s.candidates,
                           max_tokens=loop.s.max_tokens)
         times, toks = [], []
         for i in range(n + 1):
             ctx.stage = 1 + i
+            counted.tokens = 0
             t = time.perf_counter()
             props = eng.propose(ctx)
             dt = time.perf_counter() - t
             if i:  # the first call warms the model up
                 times.append(dt)
-                toks.append(sum(len(d.get("reply") or "") for d in
-                                (eng.last_prompt or {}).get("drafts", [])) / 4)
-            print(f"{roles}: {dt:.1f}s, {len(props)} proposal(s) from "
-                  f"{props[0].source if props else '-'}", flush=True)
+                toks.append(counted.tokens)
+            print(f"{roles}: {dt:.1f}s, {counted.tokens} reply tokens, {len(props)} proposal(s) "
+                  f"from {props[0].source if props else '-'}", flush=True)
         s = statistics.median(times)
         out[f"proposal_s_{roles}"] = s
-        out[f"reply_tokens_per_s_{roles}"] = statistics.median(toks) / s if s else None
-    print(f"proposal: single {out['proposal_s_single']:.1f}s, team {out['proposal_s_team']:.1f}s")
+        out[f"proposal_s_{roles}_per_candidate"] = s / loop.s.candidates
+        out[f"proposal_s_{roles}_runs"] = times
+        out[f"reply_tokens_per_s_{roles}"] = statistics.median(
+            t / dt for t, dt in zip(toks, times) if dt)
+    print(f"proposal of {loop.s.candidates} candidates: single {out['proposal_s_single']:.1f}s "
+          f"({out['reply_tokens_per_s_single']:.1f} reply tokens/s), team "
+          f"{out['proposal_s_team']:.1f}s ({out['reply_tokens_per_s_team']:.1f} tokens/s)")
     return out
 
 

@@ -60,6 +60,7 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "hidden": ("trainee.hidden", int, "width of the actor-critic"),
     "verify-k": ("verify.k", int, "candidates per verification call"),
     "verify-episodes": ("verify.episodes", int, "fresh levels per candidate"),
+    "guidelines": ("guidelines", str, "guidelines file (G) replacing the shipped one"),
     "token-budget": ("token_budget", int, "prompt token budget"),
     "max-tokens": ("max_tokens", int, "tokens per LLM reply"),
 }

@@ -149,7 +149,8 @@ class ClosedLoop:
                                  floor=v.floor, ceiling=v.ceiling, targets=targets,
                                  space=self.space)
         self.engineer = make_engineer(settings, self.folder, backend=backend)
-        self.builder = ContextBuilder(settings.context, history_k=settings.history_k,
+        self.builder = ContextBuilder(settings.context, guidelines=settings.guidelines,
+                                      history_k=settings.history_k,
                                       history_round0=settings.history_round0,
                                       token_budget=settings.token_budget,
                                       count_tokens=getattr(self.engineer, "count_tokens", None))

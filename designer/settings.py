@@ -9,6 +9,7 @@ Unknown keys and out-of-range values fail with a pydantic error naming the field
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -59,6 +60,8 @@ class RunSettings(Strict):
     context: str = Field("F,G,H,T", description="Context modules shown to the engineer.")
     preset: Literal["paper", "open"] = Field("paper", description="Which knobs are editable.")
     candidates: int = Field(4, ge=1, le=64, description="Candidates the engineer proposes.")
+    guidelines: str | None = Field(None, description="A guidelines file (G) replacing the "
+                                   "shipped designer/prompts/guidelines.md.")
     history_k: int = Field(3, ge=0, le=100, description="Stages of history (H) shown.")
     history_round0: bool = Field(False, description="Show round 0's config in H too (the "
                                  "paper's ablation V3; off: the model anchors on it).")
@@ -79,6 +82,13 @@ class RunSettings(Strict):
     @classmethod
     def _modules(cls, v: str) -> str:
         return ",".join(parse_modules(v))
+
+    @field_validator("guidelines")
+    @classmethod
+    def _guidelines_file(cls, v: str | None) -> str | None:
+        if v is not None and not Path(v).is_file():
+            raise ValueError(f"no such guidelines file: {v}")
+        return v
 
     @property
     def num_updates(self) -> int:

@@ -98,3 +98,16 @@ def test_budget_holds_on_a_worst_case_context(failures):
         assert p.cuts and p.cuts[0] == "trajectory 6"  # documented order: trajectories first
     with pytest.raises(ContextTooLarge):
         ContextBuilder(token_budget=50).render(ctx)
+
+
+def test_a_users_guidelines_file_replaces_the_shipped_one(failures, tmp_path):
+    from designer.settings import RunSettings
+
+    g = tmp_path / "guidelines.md"
+    g.write_text("Prefer 7x7 and larger maps once 3x3 is solved.")
+    user = ContextBuilder("G", guidelines=g, token_budget=100_000).render(
+        _ctx(failures)).messages[1]["content"]
+    assert "Prefer 7x7 and larger maps" in user and "How the training environment works" not in user
+    assert RunSettings(guidelines=str(g)).guidelines == str(g)
+    with pytest.raises(ValueError, match="no such guidelines file"):
+        RunSettings(guidelines=str(tmp_path / "missing.md"))

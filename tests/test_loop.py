@@ -116,6 +116,7 @@ def test_a_second_process_on_the_same_folder_is_refused(tmp_path, env, settings_
     (["run", "--backend", "gpt-9"], "bad value for backend"),
     (["run", "--stages", "many"], "invalid int value"),
     (["run", "--resume", "/nonexistent/run"], "not a run folder"),
+    (["run", "--guidelines", "/nonexistent/g.md"], "no such guidelines file"),
     (["compare", "--engineers", "fixed,oracle"], "unknown engineer"),
     (["compare", "--seeds", "0,x"], "--seeds must be integers"),
     (["report", "/nonexistent/run"], "not a run folder"),
