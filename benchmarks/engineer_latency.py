@@ -15,6 +15,7 @@ they do in a run. Medians of the timed stages after one warm-up.
 
     python benchmarks/engineer_latency.py --json benchmarks/results/engineer_latency_cpu2.json
     python benchmarks/engineer_latency.py --quick
+    python benchmarks/engineer_latency.py --backend llamacpp   # the llama.cpp backend
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--proposals", type=int, default=3, help="timed LLM proposals per mode")
     p.add_argument("--quick", action="store_true", help="a run under 3 minutes")
     p.add_argument("--no-llm", action="store_true", help="skip the LLM part")
+    p.add_argument("--backend", default="transformers",
+                   help="LLM backend (transformers, llamacpp, openai, vllm)")
+    p.add_argument("--model", default=None, help="model path or name (default: SmolLM2-135M)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server (openai)")
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
     if a.quick:
@@ -53,7 +58,8 @@ def main(argv: list[str] | None = None) -> dict:
     from designer.loop import ClosedLoop
 
     a = parse(argv)
-    settings = RunSettings(engineer="rules", stages=a.train_stages + 1, stage_steps=262_144,
+    settings = RunSettings(engineer="rules", backend=a.backend, model=a.model,
+                           base_url=a.base_url, stages=a.train_stages + 1, stage_steps=262_144,
                            capacity=CapacitySettings(), trainee=TraineeSettings(),
                            verify=VerifySettings(k=a.k, episodes=a.episodes))
     import tempfile
@@ -106,8 +112,9 @@ class TokenCounter:
 
     def __init__(self, backend):
         self.backend, self.tokens = backend, 0
-        self.name, self.model = backend.name, backend.model
-        self.constrained = backend.constrained
+
+    def __getattr__(self, name: str):  # name, model, constrained: the backend's, once loaded
+        return getattr(self.backend, name)
 
     def count_tokens(self, messages) -> int:
         return self.backend.count_tokens(messages)
@@ -137,7 +144,7 @@ def llm_latency(loop, runner, n: int) -> dict:
                   env_steps_so_far=1_638_400, current=values, space=loop.space,
                   failures=mapf_failures(val, train), train=train)
     counted = TokenCounter(backend)
-    out: dict = {"llm_backend": backend.name, "llm_model": backend.model,
+    out: dict = {"llm_backend": backend.name,
                  "candidates_per_proposal": loop.s.candidates, "max_tokens": loop.s.max_tokens}
     for roles in ("single", "team"):
         eng = LLMEngineer(counted, loop.builder, roles=roles, n=loop.s.candidates,
@@ -154,6 +161,7 @@ def llm_latency(loop, runner, n: int) -> dict:
                 toks.append(counted.tokens)
             print(f"{roles}: {dt:.1f}s, {counted.tokens} reply tokens, {len(props)} proposal(s) "
                   f"from {props[0].source if props else '-'}", flush=True)
+        out["llm_model"] = counted.model
         s = statistics.median(times)
         out[f"proposal_s_{roles}"] = s
         out[f"proposal_s_{roles}_per_candidate"] = s / loop.s.candidates
