@@ -8,6 +8,7 @@ fits `max_tokens`.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from typing import Any
 
@@ -45,7 +46,7 @@ class GrammarCache:
         return gen.logits_processor
 
 
-class LocalDecoder:
+class LocalDecoder(ABC):
     """What the in-process constrained backends share: a grammar cache and token counting.
 
     A subclass sets `self._grammars` and defines `prompt_ids(messages)`, the token ids the model
@@ -54,8 +55,9 @@ class LocalDecoder:
 
     _grammars: GrammarCache
 
+    @abstractmethod
     def prompt_ids(self, messages: Any) -> list[int]:
-        raise NotImplementedError
+        """The token ids the model is fed for `messages`."""
 
     def count_tokens(self, messages: Any) -> int:
         return len(self.prompt_ids(messages))
