@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from xla_flags import xla_flags
 
 PROCESSES, LOCAL_DEVICES = 2, 2
 DEADLINE_S = 480
@@ -91,7 +92,6 @@ def _free_port() -> int:
 def _run_all(out: str) -> None:
     """Start ref and both workers; wait for all; kill every child on failure or timeout."""
     base = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
-    base.pop("XLA_FLAGS", None)
     port = _free_port()
     jobs = {"ref": ([], PROCESSES * LOCAL_DEVICES)}
     jobs.update({f"worker{i}": ([str(i), str(port)], LOCAL_DEVICES) for i in range(PROCESSES)})
@@ -100,7 +100,7 @@ def _run_all(out: str) -> None:
         logs = {n: stack.enter_context(open(f"{out}/{n}.log", "w+")) for n in jobs}
         stack.callback(_kill, procs)
         for name, (args, n_dev) in jobs.items():
-            env = dict(base, XLA_FLAGS=f"--xla_force_host_platform_device_count={n_dev}")
+            env = dict(base, XLA_FLAGS=xla_flags(n_dev))
             procs[name] = subprocess.Popen(
                 [sys.executable, __file__, name.rstrip("0123456789"), *args, out], env=env,
                 stdout=logs[name], stderr=subprocess.STDOUT)

@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 
+from xla_flags import xla_flags
+
 N_DEVICES = 4
 
 
@@ -58,8 +60,7 @@ def _compare() -> dict:
 
 
 def test_four_devices_equal_one():
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={N_DEVICES}")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(N_DEVICES))
     out = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
