@@ -31,7 +31,12 @@ class AgentObs:
     vec: [..., A, F] float32 features; view: [..., A, V, V, C] local image or None;
     glob: [..., S, S, C] whole-board input for a centralised critic, or None (not built);
     agent_mask: [..., A] the slot holds an agent (value loss); acting: [..., A] its action has an
-    effect this step (policy loss and entropy; e.g. a MAPF agent frozen on its goal does not act).
+    effect this step (policy loss and entropy; e.g. a MAPF agent frozen on its goal does not act);
+    pos: [..., A, 2] float32 the agent's position scaled to [0, 1) (what a network that lets
+    agents see each other uses to tell who is near), or None where positions mean nothing;
+    action_mask: [..., A, num_actions] bool, False where the rules make an action pointless
+    (e.g. a move off the grid), or None (every action allowed). Masking never hides a failure
+    the engineer needs to see: the environment decides which actions are pointless.
     """
 
     vec: jax.Array
@@ -39,6 +44,8 @@ class AgentObs:
     acting: jax.Array
     view: jax.Array | None = None
     glob: jax.Array | None = None
+    pos: jax.Array | None = None
+    action_mask: jax.Array | None = None
 
 
 @runtime_checkable

@@ -235,11 +235,17 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
 
     # ------------------------------------------------------- multi-agent protocol
     def agent_obs(self, obs: MAPFObs, state: MAPFState, with_global: bool = False) -> AgentObs:
-        """Each agent's network input: its local view, (goal vector, at-goal) and masks."""
+        """Each agent's network input: its local view, (goal vector, at-goal), its position and
+        masks; the action mask rules out only moves off the grid (holes and conflicts stay
+        choosable: they are failures the engineer must see)."""
         vec = jnp.concatenate([obs.goal_vec, obs.at_goal[..., None].astype(jnp.float32)], -1)
+        lv = state.level
+        targets = state.pos[:, None, :] + rules.DELTAS[None]  # [A, 5, 2]
         return AgentObs(vec=vec, agent_mask=obs.agent_mask,
                         acting=obs.agent_mask & ~obs.at_goal, view=obs.view,
-                        glob=self.global_state(state) if with_global else None)
+                        glob=self.global_state(state) if with_global else None,
+                        pos=(state.pos / self.cap.max_size).astype(jnp.float32),
+                        action_mask=rules.in_bounds(targets, lv.size))
 
     def outcome(self, info: dict, terminated: jax.Array, truncated: jax.Array) -> jax.Array:
         """Index into `CAUSES`: the violation that failed the episode, timeout, or 0."""
