@@ -30,7 +30,13 @@ import numpy as np
 
 from designer.loop import ClosedLoop
 from designer.report import PAPER
-from designer.settings import CapacitySettings, RunSettings, TraineeSettings, VerifySettings
+from designer.settings import (
+    CapacitySettings,
+    RunSettings,
+    TaskSettings,
+    TraineeSettings,
+    VerifySettings,
+)
 from jaxenv.mapf.benchmark.failures import failure_samples
 from jaxenv.mapf.benchmark.report import format_markdown
 from policy import checkpoint
@@ -52,6 +58,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--critic", choices=("ippo", "mappo"), default="ippo")
     p.add_argument("--shaping", type=float, default=0.0)
+    p.add_argument("--goal-rule", choices=("plan", "freeze"), default="plan")
+    p.add_argument("--soc-cost", type=float, default=0.0)
+    p.add_argument("--makespan-cost", type=float, default=0.0)
     p.add_argument("--eval-every", type=int, default=4, help="stages between evaluations")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("runs/learning_curve"))
@@ -100,11 +109,13 @@ def main(argv: list[str] | None = None) -> dict:
         trainee=TraineeSettings(num_envs=a.envs, num_steps=a.steps, update_epochs=a.epochs,
                                 num_minibatches=a.minibatches, pool_size=a.pool_size, lr=a.lr,
                                 ent_coef=a.ent_coef, hidden=a.hidden, critic=a.critic),
+        task=TaskSettings(goal_rule=a.goal_rule, shaping=a.shaping, soc_cost=a.soc_cost,
+                          makespan_cost=a.makespan_cost),
         verify=VerifySettings(k=1, episodes=64))
     if a.out.exists() and any(a.out.iterdir()):
         sys.exit(f"{a.out} is not empty: choose another --out")
     loop = ClosedLoop(settings, a.out, first=None)
-    loop.first = dict(loop.space.default(), shaping=a.shaping)  # sizes 3-10, 2 agents
+    loop.first = loop.space.default()  # sizes 3-10, 2 agents, the task's rules pinned
     net, hp = loop.network, loop.hp
     print(f"config: {json.dumps(loop.first)}\nhparams: {hp}\nnetwork: {net}", flush=True)
     curve: list[dict] = []

@@ -58,6 +58,9 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "max-steps": ("capacity.max_steps", int, "longest episode"),
     "envs": ("trainee.num_envs", int, "parallel environments"),
     "hidden": ("trainee.hidden", int, "width of the actor-critic"),
+    "goal-rule": ("task.goal_rule", str, "plan (default: an episode is a whole plan) or freeze"),
+    "soc-cost": ("task.soc_cost", float, "reward weight of the verifier's sum of costs"),
+    "makespan-cost": ("task.makespan_cost", float, "reward weight of the verifier's makespan"),
     "verify-k": ("verify.k", int, "candidates per verification call"),
     "verify-episodes": ("verify.episodes", int, "fresh levels per candidate"),
     "guidelines": ("guidelines", str, "guidelines file (G) replacing the shipped one"),
@@ -281,8 +284,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CliError(f"stage {stage} is not finished in {args.run} (finished: {done})")
     runner = checkpoint.restore(loop.folder.stage_dir(stage) / "ckpt",
                                 loop.trainer.init(jax.random.PRNGKey(0)))
-    v = validate(runner.params, loop.network, jax.random.PRNGKey(3), loop.heldout,
-                 record=False)
+    v = validate(runner.params, loop.network, jax.random.PRNGKey(3), loop.heldout)
     print(format_markdown(v.table, f"{args.run}, stage {stage}: held-out split"))
     return 0
 

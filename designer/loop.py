@@ -126,7 +126,8 @@ class ClosedLoop:
                                            view_radius=cap.view_radius, max_steps=cap.max_steps))
         from designer.edits import preset_space
 
-        self.space = preset_space(self.env.config_space, settings.preset)
+        space = preset_space(self.env.config_space, settings.preset)
+        self.space = space.with_editable(space.editable_names(), pin=settings.task.pins())
         t = settings.trainee
         self.hp = Hparams(num_envs=t.num_envs, num_steps=t.num_steps,
                           num_updates=settings.num_updates, update_epochs=t.update_epochs,
@@ -257,8 +258,7 @@ class ClosedLoop:
         held = None
         if self.main and (last or (stage + 1) % s.heldout_every == 0):
             with self.phase(stage, "heldout", times):
-                held = validate(runner.params, self.network, self.key(stage, 3), self.heldout,
-                                record=False)
+                held = validate(runner.params, self.network, self.key(stage, 3), self.heldout)
         failures = mapf_failures(val, train, seed=s.seed + stage)
         entry = HistoryEntry(stage=stage, values=editable_values(self.space, values),
                              summary=failures.summary())

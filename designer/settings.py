@@ -43,6 +43,24 @@ class TraineeSettings(Strict):
     critic: Literal["ippo", "mappo"] = Field("ippo", description="Independent or central critic.")
 
 
+class TaskSettings(Strict):
+    """The rules and reward every stage trains under: pinned, never editable by the engineer."""
+
+    goal_rule: Literal["plan", "freeze"] = Field(
+        "plan", description="plan: agents may leave their goal and come back, an episode is "
+        "the whole plan the verifier checks (docs/rules.md); freeze: frozen on arrival.")
+    success_reward: float = Field(1.0, ge=0, le=10, description="Team reward on success.")
+    shaping: float = Field(0.0, ge=0, le=1, description="Reward per cell of progress.")
+    soc_cost: float = Field(0.0, ge=0, le=1, description="Weight of the verifier's sum of "
+                            "costs, paid as it accrues.")
+    makespan_cost: float = Field(0.0, ge=0, le=1, description="Weight of the verifier's "
+                                 "makespan, paid by every agent as it accrues.")
+
+    def pins(self) -> dict[str, object]:
+        """The config-space values these settings fix (knob name -> value)."""
+        return self.model_dump()
+
+
 class VerifySettings(Strict):
     k: int = Field(4, ge=1, le=64, description="Candidates per verification call (padded).")
     episodes: int = Field(512, ge=8, le=65536, description="Fresh levels per candidate.")
@@ -76,6 +94,7 @@ class RunSettings(Strict):
     seed: int = Field(0, ge=0, description="Seed of round 0's config, training and sampling.")
     capacity: CapacitySettings = CapacitySettings()
     trainee: TraineeSettings = TraineeSettings()
+    task: TaskSettings = TaskSettings()
     verify: VerifySettings = VerifySettings()
 
     @field_validator("context")

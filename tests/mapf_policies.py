@@ -20,16 +20,18 @@ def constant_policy(net: ActorCritic, env, action: int) -> dict:
 
 
 def toward_goal_policy(net: ActorCritic, env) -> dict:
-    """Greedy on the goal vector: logits of down/up/right/left = 100 * (dr+, dr-, dc+, dc-)."""
+    """Greedy on the goal vector: logits of down/up/right/left = 100 * (dr+, dr-, dc+, dc-),
+    and stay = 100 on the goal (under the plan rule an agent on its goal still acts)."""
     p = zero_params(net, env)["params"]
     view = (2 * env.cap.view_radius + 1) ** 2 * 4  # the vec features follow the flat view
     t0 = p["torso0"]["kernel"]
     t0 = t0.at[view, 0].set(1.0).at[view, 1].set(-1.0)  # dr (goal row - row) / S
     t0 = t0.at[view + 1, 2].set(1.0).at[view + 1, 3].set(-1.0)  # dc
-    t1 = p["torso1"]["kernel"].at[jnp.arange(4), jnp.arange(4)].set(1.0)
+    t0 = t0.at[view + 2, 4].set(1.0)  # at its goal
+    t1 = p["torso1"]["kernel"].at[jnp.arange(5), jnp.arange(5)].set(1.0)
     pi = p["pi"]["kernel"]
     pi = pi.at[0, DOWN].set(100.0).at[1, UP].set(100.0)
-    pi = pi.at[2, RIGHT].set(100.0).at[3, LEFT].set(100.0)
+    pi = pi.at[2, RIGHT].set(100.0).at[3, LEFT].set(100.0).at[4, STAY].set(100.0)
     return {"params": {**p, "torso0": {**p["torso0"], "kernel": t0},
                        "torso1": {**p["torso1"], "kernel": t1},
                        "pi": {**p["pi"], "kernel": pi}}}

@@ -52,14 +52,67 @@ def test_local_view_channels():
     assert obs.agent_mask.tolist() == [True, True, False]
 
 
+FREEZE = SPACE.to_config(dict(SPACE.default(), goal_rule="freeze"))
+
+
 def test_success_freezes_agents_and_counts_costs():
-    cfg = ENV.default_params
+    cfg = FREEZE
     _, s = ENV.reset_to_level(jax.random.key(0), _level(), cfg)
     for act in ([RIGHT, LEFT], [RIGHT, LEFT], [STAY, LEFT]):
         _, s, r, term, _ = ENV.step_env(jax.random.key(0), s, jnp.array(act + [0]), cfg)
-    assert bool(s.frozen[0]) and int(s.arrival[0]) == 2 and bool(term)
+    assert bool(s.frozen[0]) and int(s.cost[0]) == 2 and bool(term)
     assert bool(s.success) and r.tolist() == [1.0, 1.0, 0.0]
-    assert s.arrival[:2].tolist() == [2, 3]
+    assert s.cost[:2].tolist() == [2, 3]
+
+
+def _play(cfg, moves):
+    """Play joint moves of the two agents of `_level()`; (state, rewards [T, A], terminated)."""
+    _, s = ENV.reset_to_level(jax.random.key(0), _level(), cfg)
+    rewards, terms = [], []
+    for act in moves:
+        _, s, r, term, _ = ENV.step_env(jax.random.key(0), s, jnp.array(act + [0]), cfg)
+        rewards.append(np.asarray(r))
+        terms.append(bool(term))
+    return s, np.stack(rewards), terms
+
+
+# A0 (0,0) -> goal (0,2) in two steps, leaves it, comes back; A1 (3,3) -> goal (3,0) in three.
+LEAVE_AND_RETURN = [[RIGHT, LEFT], [RIGHT, LEFT], [DOWN, STAY], [UP, LEFT]]
+
+
+def test_leave_and_return_succeeds_under_the_plan_rule_and_costs_the_last_arrival():
+    s, _, terms = _play(ENV.default_params, LEAVE_AND_RETURN)
+    assert terms == [False, False, False, True] and bool(s.success)
+    assert s.cost[:2].tolist() == [4, 4]  # A0's cost is its last arrival, not its first
+    m = ENV.episode_metrics(s)
+    assert bool(m["valid"]) and int(m["makespan"]) == 4 and int(m["soc"]) == 8
+
+
+def test_leave_and_return_fails_under_the_freeze_rule():
+    # Frozen on its goal, A0 ignores DOWN/UP: nobody moves A0 back, A1 arrives at step 4.
+    s, _, terms = _play(FREEZE, LEAVE_AND_RETURN)
+    assert bool(s.frozen[0]) and s.pos[0].tolist() == [0, 2]
+    assert s.cost[:2].tolist() == [2, 4] and terms[-1]
+
+
+def test_cost_rewards_sum_to_the_verifiers_costs():
+    w = dict(SPACE.default(), success_reward=0.0, soc_cost=1.0)
+    _, r, _ = _play(SPACE.to_config(w), LEAVE_AND_RETURN)
+    assert r.sum(0)[:2].tolist() == [-4.0, -4.0] and r.sum() == -8.0
+    w = dict(SPACE.default(), success_reward=0.0, makespan_cost=1.0)
+    _, r, _ = _play(SPACE.to_config(w), LEAVE_AND_RETURN)
+    assert r.sum(0)[:2].tolist() == [-4.0, -4.0]  # every agent pays the team's makespan
+
+
+def test_goal_rule_is_a_knob_not_a_recompile():
+    step = jax.jit(ENV.step_env)
+    _, s = ENV.reset_to_level(jax.random.key(0), _level(), ENV.default_params)
+    a = jnp.zeros(3, jnp.int32)
+    step(jax.random.key(0), s, a, ENV.default_params)
+    _, s2 = ENV.reset_to_level(jax.random.key(0), _level(), FREEZE)
+    step(jax.random.key(0), s2, a, FREEZE)
+    assert step._cache_size() == 1
+    assert "goal_rule" not in SPACE.editable_names()
 
 
 def test_fail_mode_reports_the_cause():

@@ -1,8 +1,9 @@
 """Differential test: the JAX step against the independent plain-Python reference.
 
-Thousands of random boards, positions, frozen flags and joint actions, both conflict modes,
-with and without slips (the reference receives the same slip draws, from `slip_noise` on the
-same key). States, rewards and terminations must be identical.
+Thousands of random boards, positions, frozen flags, path costs and joint actions, both
+conflict modes, both goal rules, every reward term, with and without slips (the reference
+receives the same slip draws, from `slip_noise` on the same key). States, costs, rewards and
+terminations must be identical.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def _random_case(rng: np.random.Generator) -> dict:
     n = int(rng.integers(1, min(CAP.max_agents, len(free)) + 1))
     pos = free[rng.choice(len(free), n, replace=False)]
     goals = free[rng.choice(len(free), n, replace=False)]
-    # Some agents sit on their goal (frozen); crowding makes conflicts frequent.
+    # Some agents sit on their goal (frozen under the freeze rule); crowding makes conflicts
+    # frequent.
     frozen = rng.random(n) < 0.25
     goals[frozen] = pos[frozen]
     # Goals must stay distinct for a well-formed level: re-draw clashes as frozen-free.
@@ -38,13 +40,22 @@ def _random_case(rng: np.random.Generator) -> dict:
     dup = np.ones(n, bool)
     dup[first] = False
     goals[dup], frozen[dup] = pos[dup], True
+    goal_rule = str(rng.choice(["plan", "freeze"]))
+    if goal_rule == "plan":  # nobody is ever frozen under the plan rule
+        frozen[:] = False
+    # Costs so far (rules.md "Costs"): an agent off its goal at time t costs t + 1; one on its
+    # goal arrived at some time <= t.
+    time = int(rng.integers(0, 12))
+    home = (pos == goals).all(-1)
+    cost = np.where(home, rng.integers(0, time + 1, n), time + 1)
     return {
         "size": n_size, "holes": holes, "pos": pos, "goals": goals, "frozen": frozen, "n": n,
+        "goal_rule": goal_rule, "cost": cost, "time": time,
         "actions": rng.integers(0, 5, CAP.max_agents),
         "slip_prob": float(rng.choice([0.0, 0.0, 0.3, 0.5])),
         "mode": str(rng.choice(["fail", "block"])),
-        "time": int(rng.integers(0, 12)), "factor": float(rng.choice([1.0, 2.0])),
-        "rewards": rng.choice([0.0, 0.5, 1.0], 4),
+        "factor": float(rng.choice([1.0, 2.0])),
+        "rewards": rng.choice([0.0, 0.5, 1.0], 6),
     }
 
 
@@ -57,12 +68,17 @@ def _jax_inputs(cases: list[dict]):
         v = space.default()
         v.update(slip_prob=c["slip_prob"], conflict_mode=c["mode"], step_limit_factor=c["factor"],
                  success_reward=c["rewards"][0], step_cost=c["rewards"][1] / 10,
-                 shaping=c["rewards"][2] / 10, conflict_penalty=c["rewards"][3])
+                 shaping=c["rewards"][2] / 10, conflict_penalty=c["rewards"][3],
+                 soc_cost=c["rewards"][4] / 10, makespan_cost=c["rewards"][5] / 10,
+                 goal_rule=c["goal_rule"])
         cfg = space.to_config(v)
         _, st = ENV.reset_to_level(jax.random.key(0), lv, cfg)
         frozen = np.zeros(CAP.max_agents, bool)
         frozen[: c["n"]] = c["frozen"]
-        st = st.replace(time=jnp.int32(c["time"]), frozen=jnp.asarray(frozen))
+        cost = np.zeros(CAP.max_agents, np.int32)
+        cost[: c["n"]] = c["cost"]
+        st = st.replace(time=jnp.int32(c["time"]), frozen=jnp.asarray(frozen),
+                        cost=jnp.asarray(cost))
         levels.append(lv)
         states.append(st)
         cfgs.append(cfg)
@@ -97,10 +113,13 @@ def test_step_matches_reference(seed):
             slip_side=side_all[i][:n].tolist(), slip_prob=c["slip_prob"], mode=c["mode"],
             time=c["time"], step_limit=int(states.step_limit[i]),
             success_reward=c["rewards"][0], step_cost=c["rewards"][1] / 10,
-            shaping=c["rewards"][2] / 10, conflict_penalty=c["rewards"][3])
+            shaping=c["rewards"][2] / 10, conflict_penalty=c["rewards"][3],
+            goal_rule=c["goal_rule"], cost=c["cost"].tolist(), soc_cost=c["rewards"][4] / 10,
+            makespan_cost=c["rewards"][5] / 10)
         where = f"case {i}: {c}"
         assert [tuple(p) for p in st.pos[i][:n].tolist()] == ref["pos"], where
         assert st.frozen[i][:n].tolist() == ref["frozen"], where
+        assert st.cost[i][:n].tolist() == ref["cost"], where
         np.testing.assert_allclose(reward[i][:n], ref["reward"], rtol=1e-6, atol=1e-6,
                                    err_msg=where)
         assert not reward[i][n:].any(), where

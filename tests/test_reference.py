@@ -368,15 +368,16 @@ def test_no_success_while_one_agent_is_off_goal() -> None:
 
 
 def test_success_requires_no_violation_in_fail_mode_only() -> None:
-    # A0 sits on its goal without being frozen and bumps the wall: all agents end on goals
-    kw = dict(pos=[(0, 0)], goals=[(0, 0)], actions=[UP])
+    # A0 sits on its goal without being frozen (the plan rule) and bumps the wall: all agents
+    # end on goals. On its goal before the step, it pays no step cost.
+    kw = dict(pos=[(0, 0)], goals=[(0, 0)], actions=[UP], goal_rule="plan")
     out = step(**kw)
     assert out["pos"] == [(0, 0)] and out["oob"] == [True]
     assert out["success"] is False and out["failed"] is True and out["terminated"] is True
-    assert out["reward"] == [pytest.approx(-SC - CP)]
+    assert out["reward"] == [pytest.approx(-CP)]
     out = step(mode="block", **kw)
     assert out["success"] is True and out["failed"] is False and out["terminated"] is True
-    assert out["reward"] == [pytest.approx(SR - SC - CP)]
+    assert out["reward"] == [pytest.approx(SR - CP)] and out["frozen"] == [False]
 
 
 def test_truncation() -> None:
@@ -692,3 +693,14 @@ def test_lists_are_accepted_as_cells() -> None:
 )
 def test_accuracy_reward(valid: bool, cost: int, optimal: int, expected: float) -> None:
     assert ref_accuracy_reward(valid, cost, optimal) == pytest.approx(expected)
+
+
+def test_plan_rule_lets_an_agent_leave_its_goal_and_charges_its_last_arrival() -> None:
+    # A0 on its goal steps off at time 3: its cost becomes 5 (back at 4 at the earliest).
+    out = step(pos=[(0, 0)], goals=[(0, 0)], actions=[RIGHT], goal_rule="plan", time=3,
+               cost=[2], soc_cost=1.0, makespan_cost=0.5, step_cost=0.0, shaping=0.0)
+    assert out["pos"] == [(0, 1)] and out["frozen"] == [False] and out["cost"] == [5]
+    assert out["reward"] == [pytest.approx(-(5 - 2) - 0.5 * (5 - 2))]
+    frozen = step(pos=[(0, 0)], goals=[(0, 0)], actions=[RIGHT], frozen=[True], time=3,
+                  cost=[2], soc_cost=1.0)
+    assert frozen["pos"] == [(0, 0)] and frozen["cost"] == [2]

@@ -82,8 +82,9 @@ def test_state_shows_positions_time_and_done():
     lv = make_level(holes, [(0, 0), (2, 2), (3, 0)], [(0, 1), (2, 2), (1, 0)], max_size=4,
                     max_agents=3)
     # after one step: A0 moved right onto its goal, A1 started on its goal, A2 moved up
-    state = MAPFState(time=jnp.int32(1), level=lv, pos=jnp.array([[0, 1], [2, 2], [2, 0]]),
-                      frozen=jnp.array([True, True, False]), arrival=jnp.array([1, 0, -1]),
+    pos = jnp.array([[0, 1], [2, 2], [2, 0]])
+    state = MAPFState(time=jnp.int32(1), level=lv, pos=pos, tried=pos,
+                      frozen=jnp.array([True, True, False]), cost=jnp.array([1, 0, 2]),
                       step_limit=jnp.int32(10), success=jnp.bool_(False),
                       failed=jnp.bool_(False), violations=jnp.zeros(4, jnp.int32))
     text = render_text(state)

@@ -19,6 +19,10 @@ from jaxenv.config_space import ConfigSpace, Knob
 MIN_SIZE = 3
 CONFLICT_MODES = ("fail", "block")
 FAIL, BLOCK = 0, 1
+# What an agent on its goal may do (docs/rules.md "Goal rule"): `plan` (default) keeps it
+# moving, so an episode is exactly a whole plan the verifier reads; `freeze` fixes it there.
+GOAL_RULES = ("plan", "freeze")
+PLAN, FREEZE = 0, 1
 
 
 @struct.dataclass
@@ -36,10 +40,13 @@ class MAPFConfig:
     slip_prob: jax.Array  # [] chance that a move slips to a perpendicular direction
     step_limit_factor: jax.Array  # [] episode limit multiplier
     conflict_mode: jax.Array  # [] int32: 0 fail, 1 block
+    goal_rule: jax.Array  # [] int32: 0 plan (agents keep moving), 1 freeze at the goal
     success_reward: jax.Array  # []
     step_cost: jax.Array  # []
     shaping: jax.Array  # []
     conflict_penalty: jax.Array  # []
+    soc_cost: jax.Array  # [] weight of the verifier's sum-of-costs term in the reward
+    makespan_cost: jax.Array  # [] weight of the verifier's makespan term in the reward
 
 
 def size_keys(max_size: int) -> tuple[str, ...]:
@@ -88,6 +95,12 @@ def make_config_space(max_size: int = 10, max_agents: int = 5,
              editable=False,
              description="fail: the first violation ends the episode; block: conflicting moves "
                          "are cancelled and penalised (POGEMA-like)."),
+        Knob(name="goal_rule", kind="choice", choices=GOAL_RULES, default="plan",
+             editable=False,
+             description="plan: an agent on its goal keeps acting and may leave and come back; "
+                         "the episode succeeds at the first step with every agent on its goal "
+                         "and is exactly the whole plan the verifier checks. freeze: an agent "
+                         "that reaches its goal stays there (older, stricter stepwise rule)."),
         Knob(name="success_reward", kind="float", low=0.0, high=10.0, step=0.5, default=1.0,
              editable=False, description="Team reward when every agent is on its goal."),
         Knob(name="step_cost", kind="float", low=0.0, high=1.0, step=0.01, default=0.0,
@@ -98,6 +111,14 @@ def make_config_space(max_size: int = 10, max_agents: int = 5,
         Knob(name="conflict_penalty", kind="float", low=0.0, high=10.0, step=0.05, default=0.0,
              editable=False,
              description="Penalty for an agent that violates a rule (fail) or is blocked."),
+        Knob(name="soc_cost", kind="float", low=0.0, high=1.0, step=0.01, default=0.0,
+             editable=False,
+             description="Weight of the verifier's sum of costs: each agent pays its own cost "
+                         "(its last arrival time at its goal) as it accrues."),
+        Knob(name="makespan_cost", kind="float", low=0.0, high=1.0, step=0.01, default=0.0,
+             editable=False,
+             description="Weight of the verifier's makespan: every agent pays the team's "
+                         "makespan as it accrues (one per step while any agent is away)."),
     ]
     return ConfigSpace(knobs, _build)
 

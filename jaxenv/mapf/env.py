@@ -27,7 +27,7 @@ from gymnax.environments import environment, spaces
 
 from jaxenv.agents import AgentObs
 from jaxenv.mapf import rules
-from jaxenv.mapf.config import FAIL, Capacity, MAPFConfig, make_config_space
+from jaxenv.mapf.config import FAIL, FREEZE, Capacity, MAPFConfig, make_config_space
 from jaxenv.mapf.generator import generate
 from jaxenv.mapf.grid import in_grid_mask
 from jaxenv.mapf.level import Level
@@ -42,8 +42,10 @@ GLOBAL_CHANNELS = ("obstacle", "agents", "goals", "agents_at_goal")
 class MAPFState(environment.EnvState):
     level: Level
     pos: jax.Array  # [A, 2] int32
-    frozen: jax.Array  # [A] bool: reached its goal, stays there
-    arrival: jax.Array  # [A] int32: step at which the agent froze (its cost), -1 before
+    tried: jax.Array  # [A, 2] int32: the cells the last step's moves aimed at (after slips)
+    frozen: jax.Array  # [A] bool: its action is ignored (on its goal under the freeze rule)
+    cost: jax.Array  # [A] int32: the verifier's cost of its path so far, 1 + the last time it
+    # was off its goal (0 if never); once it is home for good, its arrival time
     step_limit: jax.Array  # [] int32
     success: jax.Array  # [] bool
     failed: jax.Array  # [] bool
@@ -55,7 +57,8 @@ class MAPFObs:
     view: jax.Array  # [A, V, V, 4] uint8, channels VIEW_CHANNELS, centred on the agent
     goal_vec: jax.Array  # [A, 2] float32, (goal - pos) / max_size
     agent_mask: jax.Array  # [A] bool: the agent exists in this level
-    at_goal: jax.Array  # [A] bool: frozen on its goal; its action is ignored
+    at_goal: jax.Array  # [A] bool: stands on its goal
+    acting: jax.Array  # [A] bool: its action has an effect (not frozen by the freeze rule)
 
 
 def step_limit(level: Level, cfg: MAPFConfig, max_steps: int) -> jax.Array:
@@ -109,6 +112,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
             "goal_vec": spaces.Box(-1.0, 1.0, (a, 2), jnp.float32),
             "agent_mask": spaces.Box(0, 1, (a,), jnp.bool_),
             "at_goal": spaces.Box(0, 1, (a,), jnp.bool_),
+            "acting": spaces.Box(0, 1, (a,), jnp.bool_),
         })
 
     def generate(self, key: jax.Array, cfg: MAPFConfig) -> Level:
@@ -126,12 +130,13 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         del key
         a = self.cap.max_agents
         active = level.agent_mask()
-        frozen = active & jnp.all(level.starts == level.goals, -1)
+        home = active & jnp.all(level.starts == level.goals, -1)
         state = MAPFState(
-            time=jnp.int32(0), level=level, pos=level.starts, frozen=frozen,
-            arrival=jnp.where(frozen, 0, -1).astype(jnp.int32),
+            time=jnp.int32(0), level=level, pos=level.starts, tried=level.starts,
+            frozen=home & (params.goal_rule == FREEZE),
+            cost=(active & ~home).astype(jnp.int32),
             step_limit=step_limit(level, params, self.cap.max_steps),
-            success=jnp.all(frozen | ~active), failed=jnp.bool_(False),
+            success=jnp.all(home | ~active), failed=jnp.bool_(False),
             violations=jnp.zeros(4, jnp.int32),
         )
         chex.assert_shape(state.pos, (a, 2))
@@ -145,10 +150,17 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
 
     def transition(self, key: jax.Array, state: MAPFState, action: jax.Array,
                    params: MAPFConfig) -> tuple[MAPFState, jax.Array, jax.Array, dict]:
-        """The rules alone (no observation, no auto-reset): state, reward [A], terminated, info."""
+        """The rules alone (no observation, no auto-reset): state, reward [A], terminated, info.
+
+        Costs follow the verifier (docs/plan_format.md): an agent's cost is 1 + the last time it
+        is off its goal, so under the plan rule an episode's costs are its traced plan's. The
+        cost rewards pay each increment of those costs as it accrues (they sum to minus the
+        verifier's sum of costs and makespan of the traced plan).
+        """
         lv = state.level
         active = lv.agent_mask()
         movable = active & ~state.frozen
+        home_before = active & jnp.all(state.pos == lv.goals, -1)
         u, side = rules.slip_noise(key, self.cap.max_agents)
         act = jnp.where(movable, jnp.asarray(action, jnp.int32), rules.STAY)
         act = rules.apply_slip(act, u, side, params.slip_prob)
@@ -161,20 +173,27 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         at_goal = jnp.all(new_pos == lv.goals, -1) & active
         success = jnp.all(at_goal | ~active) & ~failed
         time = state.time + 1
-        frozen = state.frozen | at_goal
-        arrival = jnp.where(frozen & ~state.frozen, time, state.arrival)
+        frozen = (state.frozen | at_goal) & (params.goal_rule == FREEZE)
+        cost = jnp.where(active & ~at_goal, time + 1, state.cost)
+        # Increments of the verifier's costs; the first step also pays the costs at time 0.
+        first = state.time == 0
+        paid = jnp.where(first, 0, state.cost)
+        makespan = jnp.max(jnp.where(active, cost, 0))
+        paid_makespan = jnp.where(first, 0, jnp.max(jnp.where(active, state.cost, 0)))
 
         blocked = jnp.any(new_pos != tgt, -1) & active
         penalised = jnp.where(fail_mode, broke, blocked)
         progress = rules.manhattan(state.pos, lv.goals) - rules.manhattan(new_pos, lv.goals)
         reward = (params.success_reward * success
-                  - params.step_cost * movable
+                  - params.step_cost * (active & ~home_before)
                   + params.shaping * progress * movable
-                  - params.conflict_penalty * penalised)
+                  - params.conflict_penalty * penalised
+                  - params.soc_cost * (cost - paid)
+                  - params.makespan_cost * (makespan - paid_makespan))
         reward = jnp.where(active, reward, 0.0).astype(jnp.float32)
 
         counts = v.counts()
-        state = state.replace(time=time, pos=new_pos, frozen=frozen, arrival=arrival,
+        state = state.replace(time=time, pos=new_pos, tried=tgt, frozen=frozen, cost=cost,
                               success=success, failed=failed,
                               violations=state.violations + counts)
         terminated = success | failed
@@ -214,8 +233,9 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
 
         views = jnp.where(active[:, None, None, None], jax.vmap(view)(state.pos, lv.goals), 0)
         goal_vec = jnp.where(active[:, None], (lv.goals - state.pos) / s, 0.0)
+        at_goal = active & jnp.all(state.pos == lv.goals, -1)
         return MAPFObs(view=views.astype(jnp.uint8), goal_vec=goal_vec.astype(jnp.float32),
-                       agent_mask=active, at_goal=state.frozen & active)
+                       agent_mask=active, at_goal=at_goal, acting=active & ~state.frozen)
 
     def _planes(self, state: MAPFState) -> jax.Array:
         """[S, S, 3] uint8 map of (obstacle or outside the grid, active agents, their goals)."""
@@ -229,7 +249,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
     def global_state(self, state: MAPFState) -> jax.Array:
         """[S, S, 4] uint8 map for a centralised critic, channels GLOBAL_CHANNELS."""
         lv, s = state.level, self.cap.max_size
-        on = (lv.agent_mask() & state.frozen).astype(jnp.uint8)
+        on = (lv.agent_mask() & jnp.all(state.pos == lv.goals, -1)).astype(jnp.uint8)
         done = jnp.zeros((s, s), jnp.uint8).at[state.pos[:, 0], state.pos[:, 1]].max(on)
         return jnp.concatenate([self._planes(state), done[..., None]], -1)
 
@@ -242,7 +262,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         lv = state.level
         targets = state.pos[:, None, :] + rules.DELTAS[None]  # [A, 5, 2]
         return AgentObs(vec=vec, agent_mask=obs.agent_mask,
-                        acting=obs.agent_mask & ~obs.at_goal, view=obs.view,
+                        acting=obs.acting, view=obs.view,
                         glob=self.global_state(state) if with_global else None,
                         pos=(state.pos / self.cap.max_size).astype(jnp.float32),
                         action_mask=rules.in_bounds(targets, lv.size))
@@ -265,9 +285,9 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         active = lv.agent_mask()
         on_goal = jnp.all(state.pos == lv.goals, -1) & active
         valid = state.success & (state.violations.sum(-1) == 0)
-        arrival = jnp.where(active, state.arrival, 0)
-        makespan = jnp.where(valid, arrival.max(-1), -1).astype(jnp.int32)
-        soc = jnp.where(valid, arrival.sum(-1), -1).astype(jnp.int32)
+        cost = jnp.where(active, state.cost, 0)
+        makespan = jnp.where(valid, cost.max(-1), -1).astype(jnp.int32)
+        soc = jnp.where(valid, cost.sum(-1), -1).astype(jnp.int32)
         opt_ms = valid & (lv.opt_makespan >= 0) & (makespan == lv.opt_makespan)
         opt_soc = valid & (lv.opt_soc >= 0) & (soc == lv.opt_soc)
         return {"valid": valid, "optimal": opt_ms, "optimal_makespan": opt_ms,
@@ -275,8 +295,14 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
                 "makespan": makespan, "soc": soc, "n_agents": lv.n_agents, "size": lv.size}
 
     def trace(self, state: MAPFState) -> jax.Array:
-        """What a recorded trajectory keeps per time step: positions [A, 2] int8."""
-        return state.pos.astype(jnp.int8)
+        """What a recorded trajectory keeps per time step: positions [A, 2] int8.
+
+        The step that fails an episode records the cells the agents *tried* to enter, so the
+        traced plan shows the violation and the verifier rejects it as the environment did
+        (`jaxenv.mapf.plans.episodes`). Cells are clipped to the int8 range.
+        """
+        cells = jnp.where(state.failed, state.tried, state.pos)
+        return jnp.clip(cells, -128, 127).astype(jnp.int8)
 
     def sample_actions(self, key: jax.Array) -> jax.Array:
         """Uniformly random joint action [A]."""

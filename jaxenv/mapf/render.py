@@ -93,12 +93,12 @@ def render_text(x: Level | MAPFState, *, legend: bool = True) -> str:
         lines.append(LEGEND)
     lines += _grid_text(_cells(level, pos))
     lines.append("Agents:")
-    frozen = np.asarray(state.frozen) if state is not None else None
+    frozen = np.asarray(state.frozen) if state is not None else None  # freeze rule only
     for i in range(k):
         g = f"goal ({goals[i, 0]},{goals[i, 1]})"
         if state is None:
             lines.append(f"A{i}: start ({starts[i, 0]},{starts[i, 1]}), {g}")
         else:
-            done = ", done" if frozen[i] else ""
+            done = ", done" if frozen[i] else ", on its goal" if (pos[i] == goals[i]).all() else ""
             lines.append(f"A{i}: at ({pos[i, 0]},{pos[i, 1]}), {g}{done}")
     return "\n".join(lines)

@@ -6,14 +6,20 @@ environment that can play them (capacity 10 x 10, 5 agents; view radius and step
 the trainee), and turns per-instance results into the paper's table. Every failed episode maps
 to the whole-plan checks it breaks (`cause_checks`), so the table's failure breakdown speaks the
 verifier's language. `policy.validation.validate` plays the levels; this module knows MAPF.
+
+Valid and optimal are the **verifier's** verdict on the plan each episode traced
+(`Validator.read`), not the environment's own bookkeeping; the environment's `valid` is kept as
+`env_valid`, and any instance where the two differ is counted (`disagree`) and logged.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+import jax
 import numpy as np
 
 from jaxenv.mapf.benchmark.heldout import load_split
@@ -21,6 +27,7 @@ from jaxenv.mapf.benchmark.report import Table, make_table
 from jaxenv.mapf.config import Capacity
 from jaxenv.mapf.env import MAPFFrozenLake
 from jaxenv.mapf.level import Level
+from jaxenv.mapf.plans.episodes import verify_episodes
 from jaxenv.mapf.plans.verify import CHECKS
 from jaxenv.mapf.rules import CAUSES
 
@@ -29,6 +36,7 @@ from jaxenv.mapf.rules import CAUSES
 CAUSE_CHECK = {"vertex": "conflict_free", "edge": "conflict_free", "hole": "no_hole",
                "oob": "in_bounds", "timeout": "goals_reached"}
 COSTS = ("makespan", "soc")
+log = logging.getLogger(__name__)
 
 
 def cause_checks(cause: np.ndarray) -> np.ndarray:
@@ -52,6 +60,34 @@ class Validator:
     levels: Level = field(repr=False)
     meta: dict = field(repr=False)
     cost: str = "makespan"
+
+    def read(self, result: Any) -> Any:
+        """The result with valid / optimal / costs from the verifier on each traced plan.
+
+        Needs the recorded trajectories (`Evaluator(record=True)`). Adds `env_valid` (the
+        environment's own verdict) and `disagree` (the two differ); disagreements are logged.
+        """
+        if result.trace is None:
+            raise ValueError("validation reads each episode as a whole plan: evaluate with "
+                             "record=True so the trajectories are kept")
+        levels = self.levels if result.levels is None else result.levels
+        mode = "map" if jax.default_backend() == "cpu" else "vmap"
+        v = jax.device_get(verify_episodes(levels, result.trace, result.steps, mode=mode))
+        m = dict(result.metrics)
+        env_valid = np.asarray(m["valid"])
+        opt_ms, opt_soc = (np.asarray(levels.opt_makespan), np.asarray(levels.opt_soc))
+        valid = np.asarray(v.valid)
+        m.update(valid=valid, env_valid=env_valid, disagree=valid != env_valid,
+                 makespan=np.asarray(v.makespan), soc=np.asarray(v.soc),
+                 optimal_makespan=valid & (opt_ms >= 0) & (v.makespan == opt_ms),
+                 optimal_soc=valid & (opt_soc >= 0) & (v.soc == opt_soc))
+        m["optimal"] = m["optimal_makespan"]
+        n = int(m["disagree"].sum())
+        if n:
+            log.warning("%s: the verifier and the environment disagree on %d of %d episodes "
+                        "(verifier valid %d, environment valid %d); the table uses the verifier",
+                        self.split, n, valid.size, int(valid.sum()), int(env_valid.sum()))
+        return result.replace(metrics=m)
 
     def table(self, result: Any) -> Table:
         """The paper's table of per-instance results (valid, optimal_<cost>, outcome)."""

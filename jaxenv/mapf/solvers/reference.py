@@ -89,19 +89,31 @@ def ref_step(
     step_cost: float,
     shaping: float,
     conflict_penalty: float,
+    goal_rule: str = "freeze",
+    cost: list[int] | None = None,
+    soc_cost: float = 0.0,
+    makespan_cost: float = 0.0,
 ) -> dict[str, Any]:
     """One environment step for the ``n`` active agents (rules.md "One step").
 
-    ``mode`` is ``"fail"`` or ``"block"``. Returns ``pos``, ``frozen``, ``reward``, ``success``,
-    ``failed``, ``terminated``, ``truncated``, ``time`` and the per-agent lists ``oob``, ``hole``,
-    ``vertex``, ``edge``, ``blocked``.
+    ``mode`` is ``"fail"`` or ``"block"``; ``goal_rule`` is ``"freeze"`` or ``"plan"``; ``cost``
+    holds each agent's path cost so far (rules.md "Costs"; None: the costs at time 0). Returns
+    ``pos``, ``frozen``, ``cost``, ``reward``, ``success``, ``failed``, ``terminated``,
+    ``truncated``, ``time`` and the per-agent lists ``oob``, ``hole``, ``vertex``, ``edge``,
+    ``blocked``.
     """
     if mode not in ("fail", "block"):
         raise ValueError(f"unknown conflict mode {mode!r}")
+    if goal_rule not in ("freeze", "plan"):
+        raise ValueError(f"unknown goal rule {goal_rule!r}")
     n = len(pos)
     pos = [(int(p[0]), int(p[1])) for p in pos]
     goals = [(int(g[0]), int(g[1])) for g in goals]
     was_frozen = [bool(f) for f in frozen]
+    if cost is None:
+        cost = [0 if pos[i] == goals[i] else 1 for i in range(n)]
+    old_cost = [int(c) for c in cost]
+    was_home = [pos[i] == goals[i] for i in range(n)]
     assert len(goals) == len(was_frozen) == len(actions) == len(slip_u) == len(slip_side) == n
 
     # 1. frozen agents stay; 2. slip for non-frozen movers.
@@ -150,7 +162,14 @@ def ref_step(
     terminated = success or failed
     new_time = time + 1
     truncated = (not terminated) and new_time >= step_limit
-    new_frozen = [was_frozen[i] or new_pos[i] == goals[i] for i in range(n)]
+    if goal_rule == "freeze":
+        new_frozen = [was_frozen[i] or new_pos[i] == goals[i] for i in range(n)]
+    else:
+        new_frozen = [False] * n
+    # Costs: 1 + the last time an agent is off its goal (the new position is at time + 1).
+    new_cost = [old_cost[i] if new_pos[i] == goals[i] else new_time + 1 for i in range(n)]
+    paid = [0] * n if time == 0 else old_cost
+    makespan_step = max(new_cost) - (0 if time == 0 else max(old_cost))
 
     # 7. reward.
     penalised = violated if mode == "fail" else blocked
@@ -159,16 +178,20 @@ def ref_step(
         r = 0.0
         if success:
             r += success_reward
-        if not was_frozen[i]:
+        if not was_home[i]:
             r -= step_cost
+        if not was_frozen[i]:
             r += shaping * (_manhattan(pos[i], goals[i]) - _manhattan(new_pos[i], goals[i]))
         if penalised[i]:
             r -= conflict_penalty
+        r -= soc_cost * (new_cost[i] - paid[i])
+        r -= makespan_cost * makespan_step
         reward.append(r)
 
     return {
         "pos": new_pos,
         "frozen": new_frozen,
+        "cost": new_cost,
         "reward": reward,
         "success": success,
         "failed": failed,

@@ -1,0 +1,118 @@
+"""Trainee ablation on the validation split: which rule, reward and network options help.
+
+    python benchmarks/trainee_ablation.py --env-steps 20e6 --json benchmarks/results/ablation.json
+    python benchmarks/trainee_ablation.py --variants freeze,plan --env-steps 2e6   # a quick look
+
+Every variant trains the fixed-config trainee (the config space's defaults: sizes 3-10 in equal
+shares, 2 agents, hole ratio 0.2, wait ratio 0.3, fail on any violation) for the same budget of
+env steps (not wall time: the machine's load must not decide the comparison; seconds are
+reported beside), then plays the **validation** split (630 levels, 3-5 agents; never the
+held-out set, which no choice may be tuned on) greedily, read by the verifier. Variants change
+one thing at a time from the row above them, so each row says what its change bought.
+Settings are the loop's own (`designer.settings.RunSettings`), built through the loop's
+constructor, so a variant that wins is a set of `envengineer run` flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from designer.loop import ClosedLoop
+from designer.settings import CapacitySettings, RunSettings, TaskSettings, TraineeSettings
+from policy.validation import validate
+
+COST = {"soc_cost": 0.02, "makespan_cost": 0.02}
+# name -> (task overrides, trainee overrides); each adds one change to an earlier row.
+VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "freeze": ({"goal_rule": "freeze"}, {}),
+    "plan": ({}, {}),
+    "plan+cost": (COST, {}),
+    "plan+cost+mask": (COST, {"mask_actions": True}),
+    "plan+cost+attention": (COST, {"agents": "attention"}),
+    "plan+cost+mask+attention": (COST, {"mask_actions": True, "agents": "attention"}),
+    "plan+cost+lr-decay": (COST, {"lr_schedule": "linear"}),
+    "plan+cost+wide": (COST, {"hidden": 64}),
+}
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help=f"comma-separated, from: {', '.join(VARIANTS)}")
+    p.add_argument("--env-steps", type=float, default=20e6, help="training budget per variant")
+    p.add_argument("--updates", type=int, default=25, help="PPO updates per stage")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds")
+    p.add_argument("--json", type=Path)
+    return p.parse_args(argv)
+
+
+def settings_for(name: str, seed: int, stage_steps: int) -> RunSettings:
+    task, trainee = VARIANTS[name]
+    return RunSettings(engineer="fixed", stages=1, stage_steps=stage_steps, seed=seed,
+                       capacity=CapacitySettings(max_size=10, max_agents=2),
+                       trainee=TraineeSettings(**trainee), task=TaskSettings(**task))
+
+
+def run_variant(name: str, seed: int, env_steps: float, updates: int) -> dict[str, Any]:
+    base = TraineeSettings(**VARIANTS[name][1])
+    stage_steps = updates * base.num_envs * base.num_steps
+    stages = max(1, math.ceil(env_steps / stage_steps))
+    s = settings_for(name, seed, stage_steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        loop = ClosedLoop(s, Path(tmp) / "run")
+        cfg = loop.space.to_config(loop.space.default())
+        runner = loop.trainer.init(jax.random.PRNGKey(seed))
+        t0 = time.perf_counter()
+        for k in range(stages):
+            runner, metrics = loop.train_stage(runner, cfg, loop.key(k, 1))
+        jax.block_until_ready(runner)
+        seconds = time.perf_counter() - t0
+        train = loop.trainer.summarize(metrics)
+        v = validate(runner.params, loop.network, jax.random.PRNGKey(seed + 3), loop.validator)
+    r, meta = v.result, v.meta
+    row: dict[str, Any] = {"variant": name, "seed": seed, "env_steps": stages * stage_steps,
+                           "train_seconds": round(seconds, 1),
+                           "last_stage_success": train.get("success_rate")}
+    for k in (3, 4, 5):
+        sel = meta["agents"] == k
+        row[f"valid_{k}"] = round(100 * float(np.mean(r.valid[sel])), 2)
+        row[f"optimal_{k}"] = round(100 * float(np.mean(r.optimal[sel])), 2)
+    row["disagree"] = int(np.sum(r.disagree))
+    return row
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    a = parse(argv)
+    names = [n for n in a.variants.split(",") if n]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown} (known: {', '.join(VARIANTS)})")
+    rows = []
+    for seed in (int(x) for x in a.seeds.split(",")):
+        for name in names:
+            row = run_variant(name, seed, a.env_steps, a.updates)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if a.json:  # after every variant: a stopped run keeps what it finished
+                a.json.parent.mkdir(parents=True, exist_ok=True)
+                a.json.write_text(json.dumps({"split": "validation", "rows": rows}, indent=2))
+    print("\n| variant | seed | valid 3/4/5 % | optimal 3/4/5 % | env steps | s |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['variant']} | {r['seed']} | {r['valid_3']}/{r['valid_4']}/{r['valid_5']} | "
+              f"{r['optimal_3']}/{r['optimal_4']}/{r['optimal_5']} | {r['env_steps']:.3g} | "
+              f"{r['train_seconds']} |")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
