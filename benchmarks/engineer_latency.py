@@ -137,7 +137,8 @@ def llm_latency(loop, runner, n: int) -> dict:
     except Exception as e:  # the llm extra or the model package is missing
         print(f"LLM part skipped: {e}")
         return {"llm_skipped": str(e)}
-    val = validate(runner.params, loop.network, jax.random.PRNGKey(2), loop.validator)
+    val = validate(runner.params, loop.network, jax.random.PRNGKey(2), loop.validator,
+                   cfg=loop.eval_cfg)
     train = {"success_rate": 0.5}
     values = loop.space.default()
     ctx = Context(stage=1, stages_total=6, env_steps_per_stage=819_200,

@@ -147,8 +147,10 @@ def main(argv: list[str] | None = None) -> dict:
     stage = len(results)
     runner = checkpoint.restore(loop.folder.stage_dir(stage - 1) / "ckpt",
                                 loop.trainer.init(jax.random.PRNGKey(a.seed)))
-    final = validate(runner.params, net, jax.random.PRNGKey(1), loop.heldout)
-    sampled = validate(runner.params, net, jax.random.PRNGKey(2), loop.heldout, mode="sample")
+    final = validate(runner.params, net, jax.random.PRNGKey(1), loop.heldout,
+                     cfg=loop.eval_cfg)
+    sampled = validate(runner.params, net, jax.random.PRNGKey(2), loop.heldout, mode="sample",
+                       cfg=loop.eval_cfg)
     total_s = time.time() - t_start
     title = (f"PPO ({a.critic}, hidden {a.hidden}) on the fixed config, 2-agent training; "
              f"{int(runner.env_steps):,} env steps, {train_s:.0f}s training")

@@ -77,7 +77,8 @@ def run_variant(name: str, seed: int, env_steps: float, updates: int) -> dict[st
         jax.block_until_ready(runner)
         seconds = time.perf_counter() - t0
         train = loop.trainer.summarize(metrics)
-        v = validate(runner.params, loop.network, jax.random.PRNGKey(seed + 3), loop.validator)
+        v = validate(runner.params, loop.network, jax.random.PRNGKey(seed + 3), loop.validator,
+                     cfg=loop.eval_cfg)
     r, meta = v.result, v.meta
     row: dict[str, Any] = {"variant": name, "seed": seed, "env_steps": stages * stage_steps,
                            "train_seconds": round(seconds, 1),

@@ -284,7 +284,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CliError(f"stage {stage} is not finished in {args.run} (finished: {done})")
     runner = checkpoint.restore(loop.folder.stage_dir(stage) / "ckpt",
                                 loop.trainer.init(jax.random.PRNGKey(0)))
-    v = validate(runner.params, loop.network, jax.random.PRNGKey(3), loop.heldout)
+    v = validate(runner.params, loop.network, jax.random.PRNGKey(3), loop.heldout,
+                 cfg=loop.eval_cfg)
     print(format_markdown(v.table, f"{args.run}, stage {stage}: held-out split"))
     return 0
 

@@ -144,6 +144,9 @@ class ClosedLoop:
                                         max_steps=cap.max_steps)
         self.heldout = load_validator("heldout", view_radius=cap.view_radius,
                                       max_steps=cap.max_steps)
+        # Validation and held-out levels are played under the run's own rules and rewards.
+        vspace = self.validator.env.config_space
+        self.eval_cfg = vspace.to_config(dict(vspace.default(), **settings.task.pins()))
         v = settings.verify
         targets = {"size_weights": HELDOUT_SIZES, "agent_weights": HELDOUT_AGENTS}
         self.verifier = Verifier(self.env, self.network, k=v.k, episodes=v.episodes,
@@ -251,14 +254,16 @@ class ClosedLoop:
         check_finite(metrics, where=f"stage {stage}")
         train = self.trainer.summarize(metrics)
         with self.phase(stage, "validate", times):
-            val = validate(runner.params, self.network, self.key(stage, 2), self.validator)
+            val = validate(runner.params, self.network, self.key(stage, 2), self.validator,
+                           cfg=self.eval_cfg)
         out_of_time = (s.train_minutes is not None
                        and train_s + times["train"] >= 60 * s.train_minutes)
         last = stage == s.stages - 1 or out_of_time
         held = None
         if self.main and (last or (stage + 1) % s.heldout_every == 0):
             with self.phase(stage, "heldout", times):
-                held = validate(runner.params, self.network, self.key(stage, 3), self.heldout)
+                held = validate(runner.params, self.network, self.key(stage, 3), self.heldout,
+                                cfg=self.eval_cfg)
         failures = mapf_failures(val, train, seed=s.seed + stage)
         entry = HistoryEntry(stage=stage, values=editable_values(self.space, values),
                              summary=failures.summary())

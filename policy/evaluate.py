@@ -95,7 +95,12 @@ class Evaluator:
         self._cfgs = jax.jit(self._run_cfgs, static_argnames=("mode", "n"))
 
     def __call__(self, params: Any, levels_or_cfgs: Any, key: jax.Array, *,
-                 mode: Mode = "greedy", n_per_config: int = 1) -> EvalResult:
+                 mode: Mode = "greedy", n_per_config: int = 1, cfg: Any = None) -> EvalResult:
+        """Play a batch of levels (under `cfg`, default: the evaluator's) or of configs.
+
+        `cfg` is one unbatched config (its rules and rewards apply to every level); a traced
+        argument, so another value does not recompile.
+        """
         if mode not in ("greedy", "sample"):
             raise ValueError(f"mode must be 'greedy' or 'sample', got {mode!r}")
         x = levels_or_cfgs
@@ -106,7 +111,7 @@ class Evaluator:
             raise TypeError(f"{self.env.name} has no levels: evaluate takes a batch of its "
                             f"configs, got {type(x).__name__}")
         self._check_levels(x)
-        return self._levels(params, x, key, mode=mode)
+        return self._levels(params, x, key, self.cfg if cfg is None else cfg, mode=mode)
 
     def _check_levels(self, levels: Any) -> None:
         """A batch of levels with this env's shapes, or a clear error."""
@@ -136,9 +141,9 @@ class Evaluator:
             obs, state = jax.vmap(env.reset)(resets, per)
         return self._rollout(params, obs, state, per, levels, k_run, mode)
 
-    def _run_levels(self, params: Any, levels: Any, key: jax.Array, *, mode: Mode):
+    def _run_levels(self, params: Any, levels: Any, key: jax.Array, cfg: Any, *, mode: Mode):
         n = jax.tree.leaves(levels)[0].shape[0]
-        cfg = broadcast(self.cfg, n)
+        cfg = broadcast(cfg, n)
         k_reset, k_run = jax.random.split(key)
         obs, state = jax.vmap(self.env.reset_to_level)(jax.random.split(k_reset, n), levels, cfg)
         return self._rollout(params, obs, state, cfg, levels, k_run, mode)
@@ -209,7 +214,7 @@ def evaluator_for(env: Any, network: ActorCritic, record: bool = True) -> Evalua
 
 def evaluate(params: Any, levels_or_cfgs: Any, key: jax.Array, *, env: Any,
              network: ActorCritic, mode: Mode = "greedy", n_per_config: int = 1,
-             record: bool = True) -> EvalResult:
+             record: bool = True, cfg: Any = None) -> EvalResult:
     """One jitted evaluation (see the module docstring) with a cached evaluator."""
     return evaluator_for(env, network, record)(params, levels_or_cfgs, key, mode=mode,
-                                               n_per_config=n_per_config)
+                                               n_per_config=n_per_config, cfg=cfg)

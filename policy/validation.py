@@ -27,13 +27,15 @@ class Validation:
 
 
 def validate(params: Any, network: ActorCritic, key: jax.Array, validator: Any, *,
-             mode: Mode = "greedy", record: bool = True) -> Validation:
+             mode: Mode = "greedy", record: bool = True, cfg: Any = None) -> Validation:
     """Evaluate on the validator's whole split and build its table (see the module docstring).
 
     The policy's view radius (and, for MAPPO, grid size) must match the validator's env.
+    `cfg` (one config of that env) sets the rules the levels are played under (e.g. MAPF's
+    goal rule); default: the env's defaults.
     """
     res = evaluator_for(validator.env, network, record)(params, validator.levels, key,
-                                                        mode=mode).numpy()
+                                                        mode=mode, cfg=cfg).numpy()
     if hasattr(validator, "read"):  # the task reads its episodes (MAPF: the verifier decides)
         res = validator.read(res)
     return Validation(split=validator.split, table=validator.table(res), result=res,

@@ -95,13 +95,15 @@ def test_leave_and_return_fails_under_the_freeze_rule():
     assert s.cost[:2].tolist() == [2, 4] and terms[-1]
 
 
-def test_cost_rewards_sum_to_the_verifiers_costs():
+def test_cost_rewards_are_the_verifiers_costs_paid_on_success():
     w = dict(SPACE.default(), success_reward=0.0, soc_cost=1.0)
     _, r, _ = _play(SPACE.to_config(w), LEAVE_AND_RETURN)
-    assert r.sum(0)[:2].tolist() == [-4.0, -4.0] and r.sum() == -8.0
-    w = dict(SPACE.default(), success_reward=0.0, makespan_cost=1.0)
-    _, r, _ = _play(SPACE.to_config(w), LEAVE_AND_RETURN)
-    assert r.sum(0)[:2].tolist() == [-4.0, -4.0]  # every agent pays the team's makespan
+    assert not r[:-1].any() and r[-1, :2].tolist() == [-4.0, -4.0]
+    w = dict(SPACE.default(), success_reward=1.0, soc_cost=0.1, makespan_cost=0.05)
+    _, r, _ = _play(SPACE.to_config(w), [[RIGHT, LEFT], [RIGHT, LEFT], [STAY, LEFT]])
+    np.testing.assert_allclose(r[-1, :2], [1 - 0.1 * 2 - 0.05 * 3, 1 - 0.1 * 3 - 0.05 * 3])
+    _, r, terms = _play(SPACE.to_config(w), [[UP, STAY]])  # a violation: no cost at all
+    assert terms == [True] and not r.any()
 
 
 def test_goal_rule_is_a_knob_not_a_recompile():

@@ -25,6 +25,7 @@ from jaxenv.mapf.benchmark.heldout import load_split
 from jaxenv.mapf.benchmark.validator import load_validator
 from jaxenv.mapf.plans.episodes import verify_episodes
 from jaxenv.mapf.replay import plan_actions, replay
+from policy.evaluate import evaluator_for
 from policy.network import ActorCritic, init_params
 from policy.validation import validate
 
@@ -91,3 +92,9 @@ def test_validation_reads_valid_and_optimal_from_the_verifier():
     np.testing.assert_array_equal(r.valid, r.env_valid)
     with pytest.raises(ValueError, match="record=True"):
         validate(params, net, jax.random.PRNGKey(1), validator, record=False)
+    # Another rule is another value of a traced argument: played, verified, not recompiled.
+    space = validator.env.config_space
+    freeze = space.to_config(dict(space.default(), goal_rule="freeze"))
+    f = validate(params, net, jax.random.PRNGKey(1), validator, mode="sample", cfg=freeze)
+    assert not f.result.disagree.any()
+    assert evaluator_for(validator.env, net, True)._levels._cache_size() == 1

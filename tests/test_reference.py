@@ -700,7 +700,11 @@ def test_plan_rule_lets_an_agent_leave_its_goal_and_charges_its_last_arrival() -
     out = step(pos=[(0, 0)], goals=[(0, 0)], actions=[RIGHT], goal_rule="plan", time=3,
                cost=[2], soc_cost=1.0, makespan_cost=0.5, step_cost=0.0, shaping=0.0)
     assert out["pos"] == [(0, 1)] and out["frozen"] == [False] and out["cost"] == [5]
-    assert out["reward"] == [pytest.approx(-(5 - 2) - 0.5 * (5 - 2))]
+    assert out["reward"] == [pytest.approx(0.0)]  # costs are paid on success only
+    back = step(pos=[(0, 1)], goals=[(0, 0)], actions=[LEFT], goal_rule="plan", time=4,
+                cost=[5], soc_cost=1.0, makespan_cost=0.5, step_cost=0.0, shaping=0.0)
+    assert back["success"] and back["cost"] == [5]
+    assert back["reward"] == [pytest.approx(SR - 5 - 0.5 * 5)]
     frozen = step(pos=[(0, 0)], goals=[(0, 0)], actions=[RIGHT], frozen=[True], time=3,
                   cost=[2], soc_cost=1.0)
     assert frozen["pos"] == [(0, 0)] and frozen["cost"] == [2]

@@ -113,12 +113,12 @@ def make_config_space(max_size: int = 10, max_agents: int = 5,
              description="Penalty for an agent that violates a rule (fail) or is blocked."),
         Knob(name="soc_cost", kind="float", low=0.0, high=1.0, step=0.01, default=0.0,
              editable=False,
-             description="Weight of the verifier's sum of costs: each agent pays its own cost "
-                         "(its last arrival time at its goal) as it accrues."),
+             description="Weight of the verifier's sum of costs: on success each agent pays its "
+                         "own cost (its last arrival time at its goal)."),
         Knob(name="makespan_cost", kind="float", low=0.0, high=1.0, step=0.01, default=0.0,
              editable=False,
-             description="Weight of the verifier's makespan: every agent pays the team's "
-                         "makespan as it accrues (one per step while any agent is away)."),
+             description="Weight of the verifier's makespan: on success every agent pays the "
+                         "team's makespan."),
     ]
     return ConfigSpace(knobs, _build)
 

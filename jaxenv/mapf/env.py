@@ -154,8 +154,8 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
 
         Costs follow the verifier (docs/plan_format.md): an agent's cost is 1 + the last time it
         is off its goal, so under the plan rule an episode's costs are its traced plan's. The
-        cost rewards pay each increment of those costs as it accrues (they sum to minus the
-        verifier's sum of costs and makespan of the traced plan).
+        cost rewards are paid on success only, as minus the verifier's costs of the plan: an
+        invalid plan has no cost (the paper's reward gives it 0), so failing early never pays.
         """
         lv = state.level
         active = lv.agent_mask()
@@ -175,11 +175,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         time = state.time + 1
         frozen = (state.frozen | at_goal) & (params.goal_rule == FREEZE)
         cost = jnp.where(active & ~at_goal, time + 1, state.cost)
-        # Increments of the verifier's costs; the first step also pays the costs at time 0.
-        first = state.time == 0
-        paid = jnp.where(first, 0, state.cost)
         makespan = jnp.max(jnp.where(active, cost, 0))
-        paid_makespan = jnp.where(first, 0, jnp.max(jnp.where(active, state.cost, 0)))
 
         blocked = jnp.any(new_pos != tgt, -1) & active
         penalised = jnp.where(fail_mode, broke, blocked)
@@ -188,8 +184,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
                   - params.step_cost * (active & ~home_before)
                   + params.shaping * progress * movable
                   - params.conflict_penalty * penalised
-                  - params.soc_cost * (cost - paid)
-                  - params.makespan_cost * (makespan - paid_makespan))
+                  - success * (params.soc_cost * cost + params.makespan_cost * makespan))
         reward = jnp.where(active, reward, 0.0).astype(jnp.float32)
 
         counts = v.counts()

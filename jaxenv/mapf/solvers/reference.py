@@ -168,8 +168,6 @@ def ref_step(
         new_frozen = [False] * n
     # Costs: 1 + the last time an agent is off its goal (the new position is at time + 1).
     new_cost = [old_cost[i] if new_pos[i] == goals[i] else new_time + 1 for i in range(n)]
-    paid = [0] * n if time == 0 else old_cost
-    makespan_step = max(new_cost) - (0 if time == 0 else max(old_cost))
 
     # 7. reward.
     penalised = violated if mode == "fail" else blocked
@@ -184,8 +182,8 @@ def ref_step(
             r += shaping * (_manhattan(pos[i], goals[i]) - _manhattan(new_pos[i], goals[i]))
         if penalised[i]:
             r -= conflict_penalty
-        r -= soc_cost * (new_cost[i] - paid[i])
-        r -= makespan_cost * makespan_step
+        if success:  # the verifier's costs of the (valid) plan, paid at its end
+            r -= soc_cost * new_cost[i] + makespan_cost * max(new_cost)
         reward.append(r)
 
     return {
