@@ -1,5 +1,6 @@
 """Whole plans: the format an LLM writes (docs/plan_format.md), its parser and the verifier."""
 
+from jaxenv.mapf.plans.episodes import episode_plans, verify_episodes
 from jaxenv.mapf.plans.parse import (
     ParseReport,
     Plan,
@@ -20,5 +21,5 @@ from jaxenv.mapf.plans.verify import (
 )
 
 __all__ = ["CHECKS", "COSTS", "ParseReport", "Plan", "Verdict", "accuracy_reward",
-           "format_plan", "parse_plan", "plan_arrays", "stack_plans", "verify_batch",
-           "verify_one", "verify_plan", "verify_text"]
+           "episode_plans", "format_plan", "parse_plan", "plan_arrays", "stack_plans",
+           "verify_batch", "verify_episodes", "verify_one", "verify_plan", "verify_text"]
