@@ -1,8 +1,9 @@
 """Learning curve of the PPO trainee on the paper's "fixed config" baseline.
 
 Trains on 2-agent levels from one fixed mixed-size config (sizes 3-10 in equal shares, the
-config space's defaults: hole ratio 0.2, wait ratio 0.3, fail on any violation; the reward is
-the config's: +1 to every agent on team success, plus `--shaping` per cell of progress), for a
+config space's defaults: hole ratio 0.2, wait ratio 0.3, fail on any violation, the `plan`
+goal rule; the reward is the run's: +1 to every agent on team success minus the verifier's
+costs weighted by `--soc-cost` / `--makespan-cost`, plus `--shaping` per cell of progress), for a
 stated budget of env steps or wall time; evaluates greedily on the whole frozen held-out set
 (3, 4, 5 agents; 3,150 levels) every `--eval-every` stages; writes the paper-style table with
 the paper's rows beside it, a JSON log and a PNG of held-out valid % against env steps and
@@ -59,8 +60,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--critic", choices=("ippo", "mappo"), default="ippo")
     p.add_argument("--shaping", type=float, default=0.0)
     p.add_argument("--goal-rule", choices=("plan", "freeze"), default="plan")
-    p.add_argument("--soc-cost", type=float, default=0.0)
-    p.add_argument("--makespan-cost", type=float, default=0.0)
+    p.add_argument("--soc-cost", type=float, default=TaskSettings().soc_cost)
+    p.add_argument("--makespan-cost", type=float, default=TaskSettings().makespan_cost)
     p.add_argument("--eval-every", type=int, default=4, help="stages between evaluations")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("runs/learning_curve"))

@@ -31,10 +31,11 @@ from designer.settings import CapacitySettings, RunSettings, TaskSettings, Train
 from policy.validation import validate
 
 COST = {"soc_cost": 0.02, "makespan_cost": 0.02}
+NO_COST = {"soc_cost": 0.0, "makespan_cost": 0.0}
 # name -> (task overrides, trainee overrides); each adds one change to an earlier row.
 VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "freeze": ({"goal_rule": "freeze"}, {}),
-    "plan": ({}, {}),
+    "freeze": ({"goal_rule": "freeze", **NO_COST}, {}),
+    "plan": ({"goal_rule": "plan", **NO_COST}, {}),
     "plan+cost": (COST, {}),
     "plan+cost+mask": (COST, {"mask_actions": True}),
     "plan+cost+attention": (COST, {"agents": "attention"}),
