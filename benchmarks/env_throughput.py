@@ -68,10 +68,11 @@ QUICK = (Case("paper 10x10, 2 agents", 10, 2, 0.3, 3, (1, 256)),
          Case("headline 32x32, 64 agents", 32, 64, 0.3, 5, (16,)))
 
 
-def _case_env(case: Case, pool_size: int = 64):
+def case_config(case: Case) -> tuple[MAPFFrozenLake, object]:
+    """The env and the (unbatched) config of a case: every level at full size and agent count."""
     cap = Capacity(max_size=case.size, max_agents=case.agents, view_radius=case.view_radius,
                    max_steps=256, label_waits=case.size <= 10)
-    env = PoolReset(MAPFFrozenLake(cap))
+    env = MAPFFrozenLake(cap)
     space = env.config_space
     v = space.default()
     n_sizes = len(v["size_weights"])
@@ -79,7 +80,13 @@ def _case_env(case: Case, pool_size: int = 64):
     v["hole_ratio"] = [case.density] * n_sizes
     v["agent_weights"] = [0.0] * (case.agents - 1) + [1.0]
     v["conflict_mode"] = case.mode
-    params = make_pool(env, jax.random.key(0), space.to_config(v), pool_size)
+    return env, space.to_config(v)
+
+
+def _case_env(case: Case, pool_size: int = 64):
+    base, cfg = case_config(case)
+    env = PoolReset(base)
+    params = make_pool(env, jax.random.key(0), cfg, pool_size)
     return env, params
 
 
