@@ -3,15 +3,26 @@ POGEMA 1.4 (random actions, its own venv, in a subprocess) and gymnax CartPole-v
 
     python benchmarks/env_throughput.py                 # full table (several minutes)
     python benchmarks/env_throughput.py --quick         # a smoke run
-    python benchmarks/env_throughput.py --json out.json
+    python benchmarks/env_throughput.py --cases headline --json out.json
 
 Each figure is the median of `--repeats` timed runs after a compile-and-warm-up run. Every
 environment in the batch carries its own config (slip probabilities differ per env), levels
-come from a pool drawn from the case's config (`PoolReset`), observations are reduced
-into the scan carry so XLA cannot drop them, and actions are uniformly random. The
-"rules only" column times the transition without building observations, to show where the
-time goes. POGEMA runs with the same grid size, obstacle density, agent count and view
-radius; both sides cancel conflicting moves (`block` mode here, POGEMA's priority rule).
+come from a pool drawn from the case's config (`PoolReset`), and actions are uniformly
+random. POGEMA runs with the same grid size, obstacle density, agent count and view radius;
+both sides cancel conflicting moves (`block` mode here, POGEMA's priority rule).
+
+What is timed, per step (POGEMA computes every agent's observation on every step, so ours
+must too):
+
+- "step": gymnax `step` (auto-reset included) and `agent_obs`, i.e. everything the policy
+  reads (`AgentObs`: the uint8 views, goal vectors, masks). The `AgentObs` is carried in the
+  scan, so every step writes all of it to memory, as a rollout does; this is the figure
+  compared with POGEMA.
+- "packed": the same, with the views as `env.packed_views` (bit-packed words, the same
+  information; `views.unpack` gives the bytes back). Not what today's network reads: it shows
+  what the observation costs in a form a reader unpacks where it reads it.
+- "no obs": `step` with no observation read at all (XLA drops it): the ceiling of any work
+  on observations. "rules only": the transition alone (no auto-reset, no observation).
 """
 
 from __future__ import annotations
@@ -31,7 +42,10 @@ import jax.numpy as jnp
 from jaxenv.batching import broadcast
 from jaxenv.levels import PoolParams, make_pool
 from jaxenv.mapf import Capacity, MAPFFrozenLake
+from jaxenv.mapf.views import packable
 from jaxenv.wrappers import PoolReset
+
+KINDS = ("step", "packed", "no_obs", "rules_only")
 
 
 @dataclass(frozen=True)
@@ -54,10 +68,11 @@ QUICK = (Case("paper 10x10, 2 agents", 10, 2, 0.3, 3, (1, 256)),
          Case("headline 32x32, 64 agents", 32, 64, 0.3, 5, (16,)))
 
 
-def _case_env(case: Case, pool_size: int = 64):
+def case_config(case: Case) -> tuple[MAPFFrozenLake, object]:
+    """The env and the (unbatched) config of a case: every level at full size and agent count."""
     cap = Capacity(max_size=case.size, max_agents=case.agents, view_radius=case.view_radius,
                    max_steps=256, label_waits=case.size <= 10)
-    env = PoolReset(MAPFFrozenLake(cap))
+    env = MAPFFrozenLake(cap)
     space = env.config_space
     v = space.default()
     n_sizes = len(v["size_weights"])
@@ -65,7 +80,16 @@ def _case_env(case: Case, pool_size: int = 64):
     v["hole_ratio"] = [case.density] * n_sizes
     v["agent_weights"] = [0.0] * (case.agents - 1) + [1.0]
     v["conflict_mode"] = case.mode
-    params = make_pool(env, jax.random.key(0), space.to_config(v), pool_size)
+    # POGEMA's on_target="finish" is our freeze rule (see pogema_bench.py); under the plan rule
+    # random agents walk off their goals and every episode runs to the limit.
+    v["goal_rule"] = "freeze"
+    return env, space.to_config(v)
+
+
+def _case_env(case: Case, pool_size: int = 64):
+    base, cfg = case_config(case)
+    env = PoolReset(base)
+    params = make_pool(env, jax.random.key(0), cfg, pool_size)
     return env, params
 
 
@@ -84,8 +108,10 @@ def _steps_for(batch: int, agents: int, budget: float = 2e6) -> int:
     return int(max(8, min(1000, budget // (batch * agents))))
 
 
-def bench_mapf(case: Case, batch: int, repeats: int, rules_only: bool) -> dict:
+def bench_mapf(case: Case, batch: int, repeats: int, kind: str = "step") -> dict:
+    """One of `KINDS` (see the module docstring) at batch size `batch`."""
     env, params = _case_env(case)
+    base = env._env
     steps = _steps_for(batch, case.agents)
     # Each env its own config: slip probabilities spread over [0, 0.2].
     slip = jnp.linspace(0.0, 0.2, batch)
@@ -94,23 +120,33 @@ def bench_mapf(case: Case, batch: int, repeats: int, rules_only: bool) -> dict:
                                  count=broadcast(params.count, batch))
     axes = PoolParams.in_axes()
 
+    def read(obs, state):
+        """What the policy reads this step (None: nothing)."""
+        if kind == "step":
+            return jax.vmap(base.agent_obs)(obs, state)
+        if kind == "packed":
+            inp = jax.vmap(base.agent_obs)(obs.replace(view=None), state)
+            return inp.replace(view=jax.vmap(base.packed_views)(state))
+        return None
+
     def run(key):
         obs, state = jax.vmap(env.reset, (0, axes))(jax.random.split(key, batch), pool_params)
 
         def body(carry, k):
-            state, acc = carry
+            state, _, acc = carry
             ka, ks = jax.random.split(k)
             act = jax.random.randint(ka, (batch, case.agents), 0, env.num_actions)
             keys = jax.random.split(ks, batch)
-            if rules_only:
-                state, r, _, _ = jax.vmap(env.transition)(keys, state, act, cfgs)
-                return (state, acc + r.sum()), None
+            if kind == "rules_only":
+                state, r, _, _ = jax.vmap(base.transition)(keys, state, act, cfgs)
+                return (state, None, acc + r.sum()), None
             obs, state, r, _, _, _ = jax.vmap(env.step, (0, 0, 0, axes))(
                 keys, state, act, pool_params)
-            return (state, acc + r.sum() + obs.view.astype(jnp.float32).sum()), None
+            return (state, read(obs, state), acc + r.sum()), None
 
-        (_, acc), _ = jax.lax.scan(body, (state, jnp.float32(0)), jax.random.split(key, steps))
-        return acc
+        carry0 = (state, read(obs, state), jnp.float32(0))
+        (_, last, acc), _ = jax.lax.scan(body, carry0, jax.random.split(key, steps))
+        return last, acc  # the last step's input is an output: no step's can be dropped
 
     times = _timed(jax.jit(run), jax.random.key(1), repeats)
     per_run = batch * steps * case.agents
@@ -160,22 +196,22 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quick", action="store_true", help="small smoke run")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-pogema", action="store_true")
+    ap.add_argument("--cases", default="", help="only cases whose name contains this")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    cases = QUICK if args.quick else CASES
+    cases = [c for c in (QUICK if args.quick else CASES) if args.cases in c.name]
     repeats = 1 if args.quick else args.repeats
     result = {"device": str(jax.devices()[0]), "platform": platform.platform(),
               "cpus": os.cpu_count(), "jax": jax.__version__, "cases": []}
     for case in cases:
         row = {"case": asdict(case), "batches": {}}
         for b in case.batches:
-            full = bench_mapf(case, b, repeats, rules_only=False)
-            rules = bench_mapf(case, b, repeats, rules_only=True)
-            cart = bench_cartpole(b, repeats)
-            row["batches"][b] = {"step": full, "rules_only": rules, "cartpole": cart}
-            print(f"{case.name:28s} B={b:6d}  step {full['agent_steps_per_s']:10.3g}  "
-                  f"rules {rules['agent_steps_per_s']:10.3g}  "
-                  f"cartpole {cart['agent_steps_per_s']:10.3g}", flush=True)
+            kinds = [k for k in KINDS if k != "packed" or packable(case.size, case.view_radius)]
+            cell = {k: bench_mapf(case, b, repeats, k) for k in kinds}
+            cell["cartpole"] = bench_cartpole(b, repeats)
+            row["batches"][b] = cell
+            print(f"{case.name:28s} B={b:6d}  " + "  ".join(
+                f"{k} {v['agent_steps_per_s']:10.3g}" for k, v in cell.items()), flush=True)
         if not args.no_pogema:
             row["pogema"] = bench_pogema(case, repeats, 300 if args.quick else 2000)
         result["cases"].append(row)
@@ -186,28 +222,35 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def format_table(result: dict) -> str:
-    lines = ["", "| case | best B | ours agent-steps/s | rules only | POGEMA 1.4 | ours/POGEMA "
+    def rate(cell: dict, kind: str) -> float | None:
+        return cell[kind]["agent_steps_per_s"] if kind in cell else None
+
+    def fmt(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3g}"
+
+    def ratio(x: float | None, ref: float | None) -> str:
+        return "n/a" if x is None or not ref else f"{x / ref:.1f}x"
+
+    lines = ["", "| case | best B | ours: step + agent_obs | ours/POGEMA | packed views "
+             "| packed/POGEMA | step, no obs | rules only | POGEMA 1.4 "
              "| CartPole-v1 env-steps/s (same B) | ours/CartPole |",
-             "|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["cases"]:
         name = f"{row['case']['size']}x{row['case']['size']}, {row['case']['agents']} agents, " \
                f"density {row['case']['density']}, r={row['case']['view_radius']}"
-        best_b, best = max(row["batches"].items(), key=lambda kv: kv[1]["step"][
-            "agent_steps_per_s"])
-        ours = best["step"]["agent_steps_per_s"]
-        cart = best["cartpole"]["agent_steps_per_s"]
+        best_b, best = max(row["batches"].items(), key=lambda kv: rate(kv[1], "step"))
+        ours, cart = rate(best, "step"), rate(best, "cartpole")
         pg = row.get("pogema") or {}
         pg_rate = pg.get("agent_steps_per_s_median")
-        ratio = f"{ours / pg_rate:.1f}x" if pg_rate else "n/a"
         pg_txt = f"{pg_rate:.3g}" if pg_rate else pg.get("error", "not run")[:40]
-        lines.append(f"| {name} | {best_b} | {ours:.3g} | "
-                     f"{best['rules_only']['agent_steps_per_s']:.3g} | {pg_txt} | {ratio} | "
-                     f"{cart:.3g} | {ours / cart:.2f}x |")
+        lines.append(f"| {name} | {best_b} | {fmt(ours)} | {ratio(ours, pg_rate)} | "
+                     f"{fmt(rate(best, 'packed'))} | {ratio(rate(best, 'packed'), pg_rate)} | "
+                     f"{fmt(rate(best, 'no_obs'))} | {fmt(rate(best, 'rules_only'))} | "
+                     f"{pg_txt} | {fmt(cart)} | {ours / cart:.2f}x |")
     lines.append("")
-    lines.append("Per batch size (agent-steps/s, full step with observations):")
+    lines.append("Per batch size (agent-steps/s, step + agent_obs):")
     for row in result["cases"]:
-        cells = ", ".join(f"B={b}: {v['step']['agent_steps_per_s']:.3g}"
-                          for b, v in row["batches"].items())
+        cells = ", ".join(f"B={b}: {rate(v, 'step'):.3g}" for b, v in row["batches"].items())
         lines.append(f"- {row['case']['name']}: {cells}")
     return "\n".join(lines)
 

@@ -3,7 +3,8 @@
 Both sides run B environments of the same capacity and config in one jitted `lax.scan`:
 
 - env only: gymnax `step` with auto-reset from a pre-generated level pool (`PoolReset`),
-  uniformly random joint actions, as many steps as the stage;
+  uniformly random joint actions, as many steps as the stage, and `agent_obs` (what the
+  policy reads, carried in the scan so that every step writes it, as the rollout does);
 - training: `Trainer.train_stage`, everything included: stage pool generation (the
   generator with exact two-agent wait labels), network forward passes, sampling, GAE, PPO
   epochs, optimiser.
@@ -13,6 +14,11 @@ the ratio uses the best times. Process CPU time is reported too (less sensitive 
 load). Also printed: the stage's pool generation alone, and the ratio without it.
 
     python benchmarks/train_throughput.py --envs 1024 --json runs/train_throughput.json
+    python benchmarks/train_throughput.py --envs 1024 --case headline   # 64 agents, 32x32
+
+`--case` takes a case of `benchmarks/env_throughput.py` (its capacity and config: every level
+at full size and agent count); without it, capacity 10x10 with `--agents` slots and the
+default config (2 agents, sizes 3-10).
 
 Defaults are those of `benchmarks/learning_curve.py` (hidden 32, 1 epoch, 512 levels and 25
 updates per stage): the trainer whose learning curve is reported.
@@ -26,6 +32,7 @@ import time
 from pathlib import Path
 
 import jax
+from env_throughput import CASES, case_config
 
 from jaxenv.batching import broadcast
 from jaxenv.levels import PoolParams, make_pool, stage_pool
@@ -39,6 +46,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--envs", type=int, default=1024)
     p.add_argument("--agents", type=int, default=2, help="capacity max_agents (config: 2)")
+    p.add_argument("--case", default=None,
+                   help="an env_throughput case whose name contains this (e.g. headline)")
     p.add_argument("--steps", type=int, default=32, help="rollout length per update")
     p.add_argument("--updates", type=int, default=25, help="updates per stage")
     p.add_argument("--epochs", type=int, default=1)
@@ -59,9 +68,14 @@ def timed(fn, *args) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> dict:
     a = parse(argv)
-    cap = Capacity(max_agents=a.agents)
-    env = MAPFFrozenLake(cap)
-    cfg = env.config_space.to_config()  # 2 agents, sizes 3-10, holes 0.2, wait 0.3
+    if a.case:
+        case = next(c for c in CASES if a.case in c.name)
+        env, cfg = case_config(case)
+        cap = env.cap
+    else:
+        cap = Capacity(max_agents=a.agents)
+        env = MAPFFrozenLake(cap)
+        cfg = env.config_space.to_config()  # 2 agents, sizes 3-10, holes 0.2, wait 0.3
     hp = Hparams(num_envs=a.envs, num_steps=a.steps, num_updates=a.updates,
                  update_epochs=a.epochs, num_minibatches=a.minibatches, pool_size=a.pool_size)
     n_steps = hp.num_updates * hp.steps_per_update
@@ -73,18 +87,20 @@ def main(argv: list[str] | None = None) -> dict:
     params = pool.replace(cfg=broadcast(pool.cfg, b), lo=broadcast(pool.lo, b),
                           count=broadcast(pool.count, b))
     axes = PoolParams.in_axes()
-    _, state0 = jax.jit(jax.vmap(penv.reset, (0, axes)))(
+    env_obs0, state0 = jax.jit(jax.vmap(penv.reset, (0, axes)))(
         jax.random.split(jax.random.PRNGKey(1), b), params)
 
     @jax.jit
     def env_only(state, key):
-        def step(st, k):
+        def step(carry, k):
+            st, _ = carry
             ka, ks = jax.random.split(k)
             act = jax.random.randint(ka, (b, cap.max_agents), 0, env.num_actions)
-            _, st, r, term, trunc, _ = jax.vmap(penv.step, (0, 0, 0, axes))(
+            obs, st, r, term, trunc, _ = jax.vmap(penv.step, (0, 0, 0, axes))(
                 jax.random.split(ks, b), st, act, params)
-            return st, r.sum() + term.sum()
-        return jax.lax.scan(step, state, jax.random.split(key, n_steps // b))
+            return (st, jax.vmap(env.agent_obs)(obs, st)), r.sum() + term.sum()
+        inp0 = jax.vmap(env.agent_obs)(env_obs0, state)
+        return jax.lax.scan(step, (state, inp0), jax.random.split(key, n_steps // b))
 
     trainer = make_train(env, ActorCritic(hidden=a.hidden, critic=a.critic), hp)
     runner = trainer.init(jax.random.PRNGKey(2))
@@ -107,7 +123,8 @@ def main(argv: list[str] | None = None) -> dict:
     tr_w, tr_c = best(train_t, 0), best(train_t, 1)
     gen_w = best(gen_t, 0)
     out = {
-        "envs": b, "capacity": cap.__dict__, "hparams": hp.__dict__, "hidden": a.hidden,
+        "envs": b, "case": a.case, "capacity": cap.__dict__, "hparams": hp.__dict__,
+        "hidden": a.hidden,
         "critic": a.critic, "steps_per_stage": n_steps, "repeats": a.repeats,
         "compile_s": compile_s,
         "env_only_steps_per_s": n_steps / env_w,

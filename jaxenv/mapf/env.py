@@ -26,7 +26,7 @@ from flax import struct
 from gymnax.environments import environment, spaces
 
 from jaxenv.agents import AgentObs
-from jaxenv.mapf import rules
+from jaxenv.mapf import rules, views
 from jaxenv.mapf.config import FAIL, FREEZE, Capacity, MAPFConfig, make_config_space
 from jaxenv.mapf.generator import generate
 from jaxenv.mapf.grid import in_grid_mask
@@ -231,6 +231,15 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         at_goal = active & jnp.all(state.pos == lv.goals, -1)
         return MAPFObs(view=views.astype(jnp.uint8), goal_vec=goal_vec.astype(jnp.float32),
                        agent_mask=active, at_goal=at_goal, acting=active & ~state.frozen)
+
+    def packed_views(self, state: MAPFState) -> jax.Array:
+        """`get_obs(state).view` bit-packed: [A, V, 4] uint32, bit j of [a, i, c] is cell (i, j)
+        of channel c (`jaxenv.mapf.views`; `views.unpack` gives the uint8 views back exactly).
+        176 bytes per agent at V = 11 instead of 484, for readers that unpack where they read;
+        needs max_size <= 32 (`views.packable`)."""
+        return views.packed_views(self._planes(state), state.level.size, state.pos,
+                                  state.level.goals, state.level.agent_mask(),
+                                  self.cap.view_radius)
 
     def _planes(self, state: MAPFState) -> jax.Array:
         """[S, S, 3] uint8 map of (obstacle or outside the grid, active agents, their goals)."""
