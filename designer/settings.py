@@ -52,7 +52,7 @@ class TaskSettings(Strict):
     success_reward: float = Field(1.0, ge=0, le=10, description="Team reward on success.")
     shaping: float = Field(0.0, ge=0, le=1, description="Reward per cell of progress.")
     # The cost weights' defaults won the ablation on the validation split
-    # (benchmarks/results/trainee_ablation_rules.json): optimal % up at 3 and 4 agents.
+    # (benchmarks/results/trainee_ablation.json): optimal % up at 3 and 4 agents.
     soc_cost: float = Field(0.02, ge=0, le=1, description="Weight of the verifier's sum of "
                             "costs, paid on success (each agent its own cost).")
     makespan_cost: float = Field(0.02, ge=0, le=1, description="Weight of the verifier's "
