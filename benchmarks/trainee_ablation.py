@@ -38,8 +38,6 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "plan": ({"goal_rule": "plan", **NO_COST}, {}),
     "plan+cost": (COST, {}),
     "plan+cost+mask": (COST, {"mask_actions": True}),
-    "plan+cost+attention": (COST, {"agents": "attention"}),
-    "plan+cost+mask+attention": (COST, {"mask_actions": True, "agents": "attention"}),
     "plan+cost+lr1e-3": (COST, {"lr": 1e-3}),
     "plan+cost+wide": (COST, {"hidden": 64}),
     "plan+cost+2048envs": (COST, {"num_envs": 2048}),

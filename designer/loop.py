@@ -133,7 +133,8 @@ class ClosedLoop:
                           num_updates=settings.num_updates, update_epochs=t.update_epochs,
                           num_minibatches=t.num_minibatches, pool_size=t.pool_size, lr=t.lr,
                           ent_coef=t.ent_coef)
-        self.network = ActorCritic(hidden=t.hidden, critic=t.critic)
+        self.network = ActorCritic(hidden=t.hidden, critic=t.critic,
+                                   mask_actions=t.mask_actions)
         self.trainer = make_train(self.env, self.network, self.hp)
         self.train_stage = self.trainer.train_stage
         if self.multi:

@@ -41,6 +41,8 @@ class TraineeSettings(Strict):
     ent_coef: float = Field(0.01, ge=0, le=1, description="Entropy bonus.")
     hidden: int = Field(32, ge=4, le=4096, description="Width of the actor-critic.")
     critic: Literal["ippo", "mappo"] = Field("ippo", description="Independent or central critic.")
+    mask_actions: bool = Field(False, description="Mask actions the environment marks "
+                               "pointless (MAPF: moves off the grid).")
 
 
 class TaskSettings(Strict):

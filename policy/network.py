@@ -10,6 +10,11 @@ Two critics:
 - ``"mappo"``: a centralised critic that also reads `AgentObs.glob` (a whole-board input the
   environment builds for it) beside the agent's own torso features.
 
+Action masking (`mask_actions=True`): where the environment marks an action pointless
+(`AgentObs.action_mask`, e.g. MAPF's moves off the grid) its logit is set to -1e9, so sampling,
+log-probabilities and entropy (all read from these logits) agree that it does not exist. The
+environment decides what is pointless; failures the engineer must see are never masked.
+
 Two torsos for the view: ``"mlp"`` (default) flattens it, ``"conv"`` puts two 3x3 convs in
 front. XLA's CPU convolutions are much slower per sample than a dense layer of similar FLOPs
 (`benchmarks/train_throughput.py` times both), so the MLP is the default on CPU; use the conv
@@ -28,6 +33,7 @@ from flax import linen as nn
 from jaxenv.agents import AgentObs
 
 Critic = Literal["ippo", "mappo"]
+MASKED_LOGIT = -1e9
 Torso = Literal["mlp", "conv"]
 
 
@@ -39,6 +45,7 @@ class ActorCritic(nn.Module):
     torso: Torso = "mlp"
     conv_features: int = 16
     critic: Critic = "ippo"
+    mask_actions: bool = False
 
     @property
     def uses_global(self) -> bool:
@@ -61,6 +68,11 @@ class ActorCritic(nn.Module):
         h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso0")(h))
         h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso1")(h))
         logits = nn.Dense(self.num_actions, kernel_init=ortho(0.01), name="pi")(h)
+        if self.mask_actions:
+            if x.action_mask is None:
+                raise ValueError("mask_actions needs AgentObs.action_mask (this environment "
+                                 "does not provide one)")
+            logits = jnp.where(x.action_mask, logits, MASKED_LOGIT)
         if self.critic == "mappo":
             if x.glob is None:
                 raise ValueError("the MAPPO critic needs AgentObs.glob (the env builds it with "
