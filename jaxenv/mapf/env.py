@@ -61,6 +61,12 @@ class MAPFObs:
     acting: jax.Array  # [A] bool: its action has an effect (not frozen by the freeze rule)
 
 
+def on_goal(state: MAPFState) -> jax.Array:
+    """[A] bool: the active agents that stand on their goals."""
+    lv = state.level
+    return lv.agent_mask() & jnp.all(state.pos == lv.goals, -1)
+
+
 def step_limit(level: Level, cfg: MAPFConfig, max_steps: int) -> jax.Array:
     """Episode limit (docs/rules.md): factor * (longest Manhattan start-goal distance + N)."""
     far = jnp.max(jnp.where(level.agent_mask(), rules.manhattan(level.starts, level.goals), 0))
@@ -160,7 +166,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         lv = state.level
         active = lv.agent_mask()
         movable = active & ~state.frozen
-        home_before = active & jnp.all(state.pos == lv.goals, -1)
+        home_before = on_goal(state)
         u, side = rules.slip_noise(key, self.cap.max_agents)
         act = jnp.where(movable, jnp.asarray(action, jnp.int32), rules.STAY)
         act = rules.apply_slip(act, u, side, params.slip_prob)
@@ -228,7 +234,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
 
         views = jnp.where(active[:, None, None, None], jax.vmap(view)(state.pos, lv.goals), 0)
         goal_vec = jnp.where(active[:, None], (lv.goals - state.pos) / s, 0.0)
-        at_goal = active & jnp.all(state.pos == lv.goals, -1)
+        at_goal = on_goal(state)
         return MAPFObs(view=views.astype(jnp.uint8), goal_vec=goal_vec.astype(jnp.float32),
                        agent_mask=active, at_goal=at_goal, acting=active & ~state.frozen)
 
@@ -252,8 +258,8 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
 
     def global_state(self, state: MAPFState) -> jax.Array:
         """[S, S, 4] uint8 map for a centralised critic, channels GLOBAL_CHANNELS."""
-        lv, s = state.level, self.cap.max_size
-        on = (lv.agent_mask() & jnp.all(state.pos == lv.goals, -1)).astype(jnp.uint8)
+        s = self.cap.max_size
+        on = on_goal(state).astype(jnp.uint8)
         done = jnp.zeros((s, s), jnp.uint8).at[state.pos[:, 0], state.pos[:, 1]].max(on)
         return jnp.concatenate([self._planes(state), done[..., None]], -1)
 
