@@ -41,6 +41,9 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "plan+cost+lr1e-3": (COST, {"lr": 1e-3}),
     "plan+cost+wide": (COST, {"hidden": 64}),
     "plan+cost+2048envs": (COST, {"num_envs": 2048}),
+    "plan+cost+attn": (COST, {"mixer": "attention"}),
+    "plan+cost+attn+mappo": (COST, {"mixer": "attention", "critic": "mappo"}),
+    "plan+cost+mappo": (COST, {"critic": "mappo"}),
 }
 
 

@@ -134,7 +134,8 @@ class ClosedLoop:
                           num_minibatches=t.num_minibatches, pool_size=t.pool_size, lr=t.lr,
                           ent_coef=t.ent_coef)
         self.network = ActorCritic(hidden=t.hidden, critic=t.critic,
-                                   mask_actions=t.mask_actions)
+                                   mask_actions=t.mask_actions, mixer=t.mixer,
+                                   mixer_radius=t.mixer_radius)
         self.trainer = make_train(self.env, self.network, self.hp)
         self.train_stage = self.trainer.train_stage
         if self.multi:

@@ -43,6 +43,12 @@ class TraineeSettings(Strict):
     critic: Literal["ippo", "mappo"] = Field("ippo", description="Independent or central critic.")
     mask_actions: bool = Field(False, description="Mask actions the environment marks "
                                "pointless (MAPF: moves off the grid).")
+    mixer: Literal["none", "attention"] = Field(
+        "none", description="Agents see each other: an attention layer across the agents of an "
+        "episode (policy.mixer), or none (each agent decides from its own input).")
+    mixer_radius: float | None = Field(
+        None, gt=0, description="Attention only between agents at most this far apart (in the "
+        "environment's position units); None: the whole episode.")
 
 
 class TaskSettings(Strict):

@@ -15,6 +15,11 @@ Action masking (`mask_actions=True`): where the environment marks an action poin
 log-probabilities and entropy (all read from these logits) agree that it does not exist. The
 environment decides what is pointless; failures the engineer must see are never masked.
 
+Agents that see each other (`mixer="attention"`): after the first torso layer, one residual
+attention layer across the agents of the episode (`policy.mixer.AgentAttention`: masked by
+`agent_mask`, relative positions from `AgentObs.pos`, optionally only within `mixer_radius`).
+The default ``"none"`` keeps every agent's decision its own.
+
 Two torsos for the view: ``"mlp"`` (default) flattens it, ``"conv"`` puts two 3x3 convs in
 front. XLA's CPU convolutions are much slower per sample than a dense layer of similar FLOPs
 (`benchmarks/train_throughput.py` times both), so the MLP is the default on CPU; use the conv
@@ -31,10 +36,12 @@ import numpy as np
 from flax import linen as nn
 
 from jaxenv.agents import AgentObs
+from policy.mixer import AgentAttention
 
 Critic = Literal["ippo", "mappo"]
 MASKED_LOGIT = -1e9
 Torso = Literal["mlp", "conv"]
+Mixer = Literal["none", "attention"]
 
 
 class ActorCritic(nn.Module):
@@ -46,6 +53,9 @@ class ActorCritic(nn.Module):
     conv_features: int = 16
     critic: Critic = "ippo"
     mask_actions: bool = False
+    mixer: Mixer = "none"
+    mixer_heads: int = 4
+    mixer_radius: float | None = None
 
     @property
     def uses_global(self) -> bool:
@@ -55,6 +65,8 @@ class ActorCritic(nn.Module):
     def __call__(self, x: AgentObs) -> tuple[jax.Array, jax.Array]:
         if self.critic not in ("ippo", "mappo") or self.torso not in ("mlp", "conv"):
             raise ValueError(f"unknown critic/torso {self.critic!r}/{self.torso!r}")
+        if self.mixer not in ("none", "attention"):
+            raise ValueError(f"unknown mixer {self.mixer!r} (none | attention)")
         feats = []
         if x.view is not None:
             v = x.view.astype(jnp.float32)
@@ -66,6 +78,9 @@ class ActorCritic(nn.Module):
         h = jnp.concatenate(feats, -1)
         ortho = nn.initializers.orthogonal
         h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso0")(h))
+        if self.mixer == "attention":
+            h = AgentAttention(heads=self.mixer_heads, radius=self.mixer_radius,
+                               name="mixer")(h, x.agent_mask, x.pos)
         h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso1")(h))
         logits = nn.Dense(self.num_actions, kernel_init=ortho(0.01), name="pi")(h)
         if self.mask_actions:
