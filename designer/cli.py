@@ -41,6 +41,7 @@ class Parser(argparse.ArgumentParser):
 # ------------------------------------------------------------------------------ settings
 RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     # flag: (settings path, type, help)
+    "env": ("env", str, "the environment family: mapf (default), or a control task"),
     "engineer": ("engineer", str, f"one of {', '.join(ENGINEERS)}"),
     "backend": ("backend", str, f"LLM backend: one of {', '.join(BACKENDS)}"),
     "model": ("model", str, "model directory or GGUF file (default: SmolLM2-135M-Instruct)"),
@@ -267,7 +268,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import jax
 
     from designer.loop import ClosedLoop
-    from jaxenv.mapf.benchmark import format_markdown
     from policy import checkpoint
     from policy.validation import validate
 
@@ -286,7 +286,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                 loop.trainer.init(jax.random.PRNGKey(0)))
     v = validate(runner.params, loop.network, jax.random.PRNGKey(3), loop.heldout,
                  cfg=loop.eval_cfg)
-    print(format_markdown(v.table, f"{args.run}, stage {stage}: held-out split"))
+    print(loop.task.markdown(v.table, f"{args.run}, stage {stage}: held-out split"))
     return 0
 
 

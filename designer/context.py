@@ -77,12 +77,22 @@ class Failures:
         """One line for the history (H)."""
         per_k = ", ".join(f"{k} agents {np.mean([v for v, _ in c.values()]):.0f}%"
                           for k, c in sorted(self.by_cell.items()))
-        tot = {c: sum(d.get(c, 0) for d in self.causes_by_size.values()) for c in CAUSES[1:]}
+        tot = self.cause_totals()
         n_bad = max(sum(tot.values()), 1)
         top = sorted(tot.items(), key=lambda kv: -kv[1])[:2]
         return (f"valid {self.valid:.1f}% ({per_k}); training success "
                 f"{100 * self.train.get('success_rate', 0.0):.0f}%; main failures "
                 + ", ".join(f"{c} {100 * v / n_bad:.0f}%" for c, v in top))
+
+    def cause_totals(self) -> dict[str, int]:
+        """Failed validation episodes per cause, over all map sizes."""
+        return {c: sum(d.get(c, 0) for d in self.causes_by_size.values()) for c in CAUSES[1:]}
+
+    def failures_by_key(self, knob: str) -> dict[str, float] | None:
+        """Failed validation episodes per key of a simplex knob (map sizes), else None."""
+        if knob != "size_weights" or not self.causes_by_size:
+            return None
+        return {str(s): float(sum(d.values())) for s, d in self.causes_by_size.items()}
 
     def render(self, *, n_traj: int, sizes: int | None, cells: bool = True) -> str:
         sz = sorted({s for d in self.by_cell.values() for s in d})

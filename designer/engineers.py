@@ -116,49 +116,57 @@ class MutateEngineer:
 class RulesEngineer:
     """A hand-written curriculum driven by F (and the fallback when an LLM fails).
 
-    Training success above `high`: harder (weight moves to larger maps, holes up); below `low`:
-    easier (weight to smaller maps, holes down); in between: map-size weight follows where the
-    validation split fails, and if conflicts are a large share of failures, the wait ratio
-    rises (levels that teach yielding). The result is projected onto the space.
+    What moves is the task's `designer.tasks.Curriculum` (data, so this engineer knows no
+    family): training success above `high` makes every `harder` knob one step harder, below
+    `low` one step easier; in between, the `follow` simplex knob's weights move halfway toward
+    where the validation split fails; then each cause rule whose causes are over its share of
+    the failures moves its knob. The result is projected onto the space.
     """
 
     name = "rules"
     verified = True
 
-    def __init__(self, low: float = 0.3, high: float = 0.8, step: float = 0.05):
-        self.low, self.high, self.step = low, high, step
+    def __init__(self, curriculum: Any = None, low: float = 0.3, high: float = 0.8):
+        if curriculum is None:
+            from designer.tasks.mapf import CURRICULUM as curriculum
+        self.curriculum, self.low, self.high = curriculum, low, high
 
     def propose(self, context: Any) -> list[Proposal]:
-        space, cur = context.space, context.current
+        space, cur, cu, f = context.space, context.current, self.curriculum, context.failures
+        names = set(space.names)
+        editable = lambda n: n in names and space[n].editable  # noqa: E731
         edit: dict[str, Any] = {}
         why = []
         p = float(context.train.get("success_rate", 0.5))
-        sizes = space["size_weights"].keys or ()
-        w = np.asarray(cur["size_weights"], float)
-        idx = np.arange(len(w), dtype=float) / max(len(w) - 1, 1)
-        f = context.failures
-        if p > self.high:
-            w = w * (0.5 + idx)
-            edit["hole_ratio"] = [h + self.step for h in cur["hole_ratio"]]
-            why.append(f"training success {p:.0%} is high: larger maps, more holes")
-        elif p < self.low:
-            w = w * (1.5 - idx)
-            edit["hole_ratio"] = [h - self.step for h in cur["hole_ratio"]]
-            why.append(f"training success {p:.0%} is low: smaller maps, fewer holes")
-        elif f is not None and f.causes_by_size:
-            fail = np.asarray([sum(f.causes_by_size.get(int(s), {}).values()) for s in sizes],
-                              float)
+        sign = 1 if p > self.high else -1 if p < self.low else 0
+        if sign:
+            for name, step in cu.harder.items():
+                if not editable(name):
+                    continue
+                x = np.asarray(cur[name], float)
+                if space[name].kind == "simplex":
+                    idx = np.arange(len(x), dtype=float) / max(len(x) - 1, 1)
+                    x = x * ((0.5 + idx) if sign * step > 0 else (1.5 - idx))
+                    edit[name] = list(x / max(x.sum(), 1e-12))
+                else:
+                    edit[name] = (x + sign * step).tolist()
+            why.append(f"training success {p:.0%} is {'high' if sign > 0 else 'low'}: "
+                       + (cu.what if sign > 0 else f"the opposite of {cu.what}"))
+        elif f is not None and cu.follow and editable(cu.follow):
+            by_key = f.failures_by_key(cu.follow) or {}
+            keys = space[cu.follow].keys or ()
+            fail = np.asarray([by_key.get(str(key), 0.0) for key in keys], float)
             if fail.sum() > 0:
-                w = 0.5 * w / w.sum() + 0.5 * fail / fail.sum()
-                why.append("size weights follow the validation failures")
-        edit["size_weights"] = list(w / max(w.sum(), 1e-12))
-        if f is not None and space["wait_ratio"].editable:
-            tot = {c: sum(d.get(c, 0) for d in f.causes_by_size.values()) for c in
-                   ("vertex", "edge", "hole", "oob", "timeout")}
+                w = np.asarray(cur[cu.follow], float)
+                edit[cu.follow] = list(0.5 * w / w.sum() + 0.5 * fail / fail.sum())
+                why.append(f"{cu.follow} follows the validation failures")
+        if f is not None and cu.rules:
+            tot = f.cause_totals()
             n = max(sum(tot.values()), 1)
-            if (tot["vertex"] + tot["edge"]) / n > 0.3:
-                edit["wait_ratio"] = [r + 2 * self.step for r in cur["wait_ratio"]]
-                why.append("conflicts are over 30% of failures: more levels that need waits")
+            for r in cu.rules:
+                if editable(r.knob) and sum(tot.get(c, 0) for c in r.causes) / n > r.share:
+                    edit[r.knob] = (np.asarray(cur[r.knob], float) + r.step).tolist()
+                    why.append(r.why)
         values, adjustments = space.project(edit, cur)
         return [Proposal(values=values, rationale="; ".join(why) or "keep the mix",
                          source=self.name,
@@ -177,12 +185,12 @@ class LLMEngineer:
     verified = True
 
     def __init__(self, backend: Any, builder: Any, *, roles: str = "single", n: int = 4,
-                 max_tokens: int = 200, seed: int = 0):
+                 max_tokens: int = 200, seed: int = 0, curriculum: Any = None):
         if roles not in ("single", "team"):
             raise ValueError(f"roles must be 'single' or 'team', got {roles!r}")
         self.backend, self.builder, self.roles = backend, builder, roles
         self.n, self.max_tokens, self.seed = n, max_tokens, seed
-        self.fallback = RulesEngineer()
+        self.fallback = RulesEngineer(curriculum)
         self.last_prompt: dict[str, Any] | None = None
         self.count_tokens = getattr(backend, "count_tokens", None)
 
@@ -228,9 +236,15 @@ class LLMEngineer:
                 for p in self.fallback.propose(context)]
 
 
-def make_engineer(settings: Any, folder: Any = None, backend: Any = None) -> Any:
-    """The engineer a `RunSettings` names (for `llm`: its backend, logged into the run folder)."""
+def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
+                  task: Any = None) -> Any:
+    """The engineer a `RunSettings` names (for `llm`: its backend, logged into the run folder).
+
+    `task` (a `designer.tasks.Task`) gives the family's curriculum and guidelines; without it,
+    MAPF's.
+    """
     s = settings
+    curriculum = None if task is None else task.curriculum
     if s.engineer == "fixed":
         return FixedEngineer()
     if s.engineer == "dr":
@@ -240,15 +254,16 @@ def make_engineer(settings: Any, folder: Any = None, backend: Any = None) -> Any
     if s.engineer == "mutate":
         return MutateEngineer(s.seed, n=s.candidates)
     if s.engineer == "rules":
-        return RulesEngineer()
+        return RulesEngineer(curriculum)
     from designer.context import ContextBuilder
 
     if backend is None:
         from designer.llm import open_backend
 
         backend = open_backend(s, None if folder is None else folder.path / "calls.jsonl")
-    builder = ContextBuilder(s.context, history_k=s.history_k, history_round0=s.history_round0,
-                             token_budget=s.token_budget,
+    guidelines = s.guidelines or (None if task is None else task.guidelines)
+    builder = ContextBuilder(s.context, guidelines=guidelines, history_k=s.history_k,
+                             history_round0=s.history_round0, token_budget=s.token_budget,
                              count_tokens=getattr(backend, "count_tokens", None))
     return LLMEngineer(backend, builder, roles=s.roles, n=s.candidates,
-                       max_tokens=s.max_tokens, seed=s.seed)
+                       max_tokens=s.max_tokens, seed=s.seed, curriculum=curriculum)

@@ -35,23 +35,18 @@ from typing import Any
 import jax
 import numpy as np
 
-from designer.context import Context, ContextBuilder, HistoryEntry, editable_values, mapf_failures
+from designer.context import Context, ContextBuilder, HistoryEntry, editable_values
 from designer.engineers import make_engineer
 from designer.runfolder import RunFolder
 from designer.sampling import random_values
 from designer.settings import RunSettings
+from designer.tasks import make_task
 from designer.verify import Verifier
-from jaxenv.mapf import Capacity, MAPFFrozenLake
-from jaxenv.mapf.benchmark.heldout import AGENT_SIZES
-from jaxenv.mapf.benchmark.validator import load_validator
 from policy import checkpoint
 from policy.guard import check_finite
 from policy.network import ActorCritic
 from policy.ppo import Hparams, RunnerState, make_train
 from policy.validation import validate
-
-HELDOUT_AGENTS = tuple(str(a) for a in AGENT_SIZES)
-HELDOUT_SIZES = tuple(str(n) for n in sorted({n for ns in AGENT_SIZES.values() for n in ns}))
 
 
 @dataclass
@@ -121,13 +116,9 @@ class ClosedLoop:
         self.processes = processes
         self.multi = processes is not None and processes.count > 1
         self.on_phase = on_phase or (lambda stage, phase, what: None)
-        cap = settings.capacity
-        self.env = MAPFFrozenLake(Capacity(max_size=cap.max_size, max_agents=cap.max_agents,
-                                           view_radius=cap.view_radius, max_steps=cap.max_steps))
-        from designer.edits import preset_space
-
-        space = preset_space(self.env.config_space, settings.preset)
-        self.space = space.with_editable(space.editable_names(), pin=settings.task.pins())
+        # Everything about the environment family (MAPF, a control task, ...) is the task's.
+        self.task = make_task(settings)
+        self.env, self.space = self.task.env, self.task.space
         t = settings.trainee
         self.hp = Hparams(num_envs=t.num_envs, num_steps=t.num_steps,
                           num_updates=settings.num_updates, update_epochs=t.update_epochs,
@@ -142,20 +133,15 @@ class ClosedLoop:
             from policy.distributed import make_distributed_stage
 
             self.train_stage = make_distributed_stage(self.trainer)
-        self.validator = load_validator("validation", view_radius=cap.view_radius,
-                                        max_steps=cap.max_steps)
-        self.heldout = load_validator("heldout", view_radius=cap.view_radius,
-                                      max_steps=cap.max_steps)
-        # Validation and held-out levels are played under the run's own rules and rewards.
-        vspace = self.validator.env.config_space
-        self.eval_cfg = vspace.to_config(dict(vspace.default(), **settings.task.pins()))
+        self.validator, self.heldout = self.task.validator, self.task.heldout
+        self.eval_cfg = self.task.eval_cfg  # validation and held-out play under the run's rules
         v = settings.verify
-        targets = {"size_weights": HELDOUT_SIZES, "agent_weights": HELDOUT_AGENTS}
         self.verifier = Verifier(self.env, self.network, k=v.k, episodes=v.episodes,
-                                 floor=v.floor, ceiling=v.ceiling, targets=targets,
+                                 floor=v.floor, ceiling=v.ceiling, targets=self.task.targets,
                                  space=self.space)
-        self.engineer = make_engineer(settings, self.folder, backend=backend)
-        self.builder = ContextBuilder(settings.context, guidelines=settings.guidelines,
+        self.engineer = make_engineer(settings, self.folder, backend=backend, task=self.task)
+        self.builder = ContextBuilder(settings.context,
+                                      guidelines=settings.guidelines or self.task.guidelines,
                                       history_k=settings.history_k,
                                       history_round0=settings.history_round0,
                                       token_budget=settings.token_budget,
@@ -266,7 +252,7 @@ class ClosedLoop:
             with self.phase(stage, "heldout", times):
                 held = validate(runner.params, self.network, self.key(stage, 3), self.heldout,
                                 cfg=self.eval_cfg)
-        failures = mapf_failures(val, train, seed=s.seed + stage)
+        failures = self.task.failures(val, train, s.seed + stage)
         entry = HistoryEntry(stage=stage, values=editable_values(self.space, values),
                              summary=failures.summary())
         ctx = Context(stage=stage, stages_total=s.stages,
@@ -329,10 +315,10 @@ class ClosedLoop:
         log = EventLog(self.folder.path)
         vals = {f"train/{k}": v for k, v in r.train.items() if isinstance(v, float | int)}
         vals.update({f"time/{k}": v for k, v in r.times.items()})
-        vals["validation/valid"] = r.validation["overall"]["valid"]
-        vals["validation/optimal"] = r.validation["overall"]["optimal"]
+        vals.update({f"validation/{k}": v for k, v in self.task.headline(r.validation).items()})
         if r.heldout is not None:
-            for k, c in r.heldout["mean_over_sizes"].items():
+            vals.update({f"heldout/{k}": v for k, v in self.task.headline(r.heldout).items()})
+            for k, c in r.heldout.get("mean_over_sizes", {}).items():
                 vals[f"heldout/valid_{k}_agents"] = c["valid"]
                 vals[f"heldout/optimal_{k}_agents"] = c["optimal"]
         log.scalars(r.env_steps, vals)

@@ -79,6 +79,8 @@ class VerifySettings(Strict):
 
 
 class RunSettings(Strict):
+    env: str = Field("mapf", description="The environment family (designer.tasks.TASKS): mapf, "
+                     "or a control task such as cartpole.")
     engineer: Literal[ENGINEERS] = Field("llm", description="Who proposes the next config.")
     backend: Literal[BACKENDS] = Field("transformers", description="LLM backend (llm only).")
     model: str | None = Field(None, description="Model path or name (default: SmolLM2-135M).")
@@ -111,6 +113,15 @@ class RunSettings(Strict):
     @classmethod
     def _modules(cls, v: str) -> str:
         return ",".join(parse_modules(v))
+
+    @field_validator("env")
+    @classmethod
+    def _known_env(cls, v: str) -> str:
+        from designer.tasks import TASKS
+
+        if v not in TASKS:
+            raise ValueError(f"unknown environment {v!r} (known: {', '.join(TASKS)})")
+        return v
 
     @field_validator("guidelines")
     @classmethod

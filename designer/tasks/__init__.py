@@ -1,0 +1,27 @@
+"""Environment families as the loop sees them (`Task`, see `designer.tasks.base`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from designer.tasks.base import CauseRule, Curriculum, Failures, Task
+
+__all__ = ["TASKS", "CauseRule", "Curriculum", "Failures", "Task", "make_task"]
+
+
+def _mapf(settings: Any) -> Task:
+    from designer.tasks.mapf import mapf_task
+
+    return mapf_task(settings)
+
+
+TASKS: dict[str, Callable[[Any], Task]] = {"mapf": _mapf}
+
+
+def make_task(settings: Any) -> Task:
+    """The `Task` a `RunSettings` names (`settings.env`)."""
+    name = getattr(settings, "env", "mapf")
+    if name not in TASKS:
+        raise ValueError(f"unknown environment {name!r} (known: {', '.join(TASKS)})")
+    return TASKS[name](settings)
