@@ -1,0 +1,112 @@
+"""designer.tasks: the family seam, and the rules engineer driven by a Curriculum (data)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from designer.edits import preset_space
+from designer.engineers import RulesEngineer
+from designer.settings import RunSettings
+from designer.tasks import CauseRule, Curriculum, make_task
+from designer.tasks.mapf import CURRICULUM
+from jaxenv.config_space import ConfigSpace, Knob
+from jaxenv.mapf import make_config_space
+
+SPACE = preset_space(make_config_space(max_size=10, max_agents=2), "paper")
+
+
+@dataclass
+class FakeFailures:
+    """What the rules engineer reads of F: cause totals and failures per simplex key."""
+
+    causes: dict[str, int] = field(default_factory=dict)
+    by_key: dict[str, float] | None = None
+    split: str = "validation"
+    train: dict = field(default_factory=dict)
+    trajectories: list = field(default_factory=list)
+
+    def cause_totals(self) -> dict[str, int]:
+        return dict(self.causes)
+
+    def failures_by_key(self, knob: str) -> dict[str, float] | None:
+        return self.by_key
+
+
+def _ctx(space, current, success, failures=None):
+    return SimpleNamespace(space=space, current=current, failures=failures,
+                           train={"success_rate": success})
+
+
+def _mean_size(space, values):
+    keys = np.asarray([int(k) for k in space["size_weights"].keys], float)
+    return float(np.dot(keys, values["size_weights"]))
+
+
+def test_mapf_rules_harder_when_training_is_easy_and_easier_when_hard():
+    cur = SPACE.default()
+    eng = RulesEngineer(CURRICULUM)
+    up = eng.propose(_ctx(SPACE, cur, 0.95))[0].values
+    down = eng.propose(_ctx(SPACE, cur, 0.05))[0].values
+    assert _mean_size(SPACE, up) > _mean_size(SPACE, cur) > _mean_size(SPACE, down)
+    h = np.asarray(cur["hole_ratio"])
+    np.testing.assert_allclose(np.asarray(up["hole_ratio"]),
+                               np.clip(h + 0.05, SPACE["hole_ratio"].low,
+                                       SPACE["hole_ratio"].high), atol=1e-6)
+    assert np.all(np.asarray(down["hole_ratio"]) <= h)
+
+
+def test_mapf_rules_follow_failures_and_raise_waits_on_conflicts():
+    cur = SPACE.default()
+    keys = SPACE["size_weights"].keys
+    fails = FakeFailures(causes={"vertex": 40, "hole": 60}, by_key={keys[-1]: 10.0})
+    got = RulesEngineer(CURRICULUM).propose(_ctx(SPACE, cur, 0.5, fails))[0]
+    w0, w1 = np.asarray(cur["size_weights"]), np.asarray(got.values["size_weights"])
+    assert w1[-1] > w0[-1] and abs(w1.sum() - 1) < 1e-6   # weight moves to the failing size
+    assert np.all(np.asarray(got.values["wait_ratio"]) > np.asarray(cur["wait_ratio"]) - 1e-9)
+    assert "conflicts" in got.rationale
+    calm = FakeFailures(causes={"vertex": 10, "hole": 90})
+    kept = RulesEngineer(CURRICULUM).propose(_ctx(SPACE, cur, 0.5, calm))[0].values
+    np.testing.assert_allclose(kept["wait_ratio"], cur["wait_ratio"])
+
+
+def test_the_rules_engineer_knows_no_family():
+    """A made-up family: its own knobs move by the curriculum's data alone."""
+    space = ConfigSpace([
+        Knob(name="length", kind="float", low=0.1, high=2.0, default=0.5, description="m"),
+        Knob(name="gain", kind="float", low=0.0, high=1.0, default=0.5, description="-"),
+        Knob(name="frozen", kind="float", low=0.0, high=1.0, default=0.5, editable=False,
+             description="not editable"),
+    ], lambda v: v)
+    cu = Curriculum(harder={"length": +0.25, "frozen": +0.1},
+                    rules=(CauseRule(("angle",), 0.5, "gain", -0.2, "angle failures"),),
+                    what="longer poles")
+    eng = RulesEngineer(cu)
+    cur = space.default()
+    hard = eng.propose(_ctx(space, cur, 0.99, FakeFailures(causes={"angle": 9, "time": 1})))[0]
+    assert hard.values["length"] == pytest.approx(0.75)
+    assert hard.values["gain"] == pytest.approx(0.3)
+    assert hard.values["frozen"] == 0.5                  # not editable: never moved
+    assert "longer poles" in hard.rationale and "angle failures" in hard.rationale
+    easy = eng.propose(_ctx(space, cur, 0.0, FakeFailures()))[0]
+    assert easy.values["length"] == pytest.approx(0.25) and easy.values["gain"] == 0.5
+
+
+def test_unknown_environment_is_a_clear_error():
+    with pytest.raises(ValidationError, match="unknown environment 'nope'"):
+        RunSettings(env="nope")
+    with pytest.raises(ValueError, match="unknown environment"):
+        make_task(SimpleNamespace(env="nope"))
+
+
+def test_mapf_task_pins_the_runs_rules():
+    task = make_task(RunSettings(engineer="fixed"))
+    assert task.name == "mapf" and not task.space["goal_rule"].editable
+    assert task.validator.split == "validation" and task.heldout.split == "heldout"
+    assert set(task.targets) == {"size_weights", "agent_weights"}
+    assert task.headline({"overall": {"valid": 50.0, "optimal": 20.0, "n": 3}}) == {
+        "valid": 50.0, "optimal": 20.0}
