@@ -8,7 +8,8 @@ so one trainer (`policy.make_train`) serves MAPF-FrozenLake, CartPole and what c
 The protocol (`MultiAgentEnv`) is small on purpose:
 
 - `num_agents`, `num_actions`, `horizon` (static ints: agent slots, discrete actions per agent,
-  the longest episode, which sizes recorded trajectories);
+  the longest episode, which sizes recorded trajectories); optionally `action_dim` (> 0: actions
+  are continuous float vectors of that size, `[A, action_dim]`; absent or 0: discrete);
 - `agent_obs(obs, state, with_global=False) -> AgentObs` (unbatched; vmap it);
 - `outcomes` (names of the ways an episode ends; index 0 is the task's success or normal end)
   and `outcome(info, terminated, truncated) -> [] int32` (which one this ending was);

@@ -24,6 +24,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from gymnax.environments import spaces
 from gymnax.wrappers.purerl import GymnaxWrapper
 
 from jaxenv.agents import AgentObs, MultiAgentEnv
@@ -111,9 +113,10 @@ class TeamReward(GymnaxWrapper):
 
 
 class SingleAgent(GymnaxWrapper):
-    """A gymnax env with discrete actions as a one-agent `jaxenv.agents.MultiAgentEnv`.
+    """A gymnax env as a one-agent `jaxenv.agents.MultiAgentEnv`.
 
-    Actions are `[1]`, rewards `[1]`, the observation is flattened into the agent's `vec`.
+    Actions are `[1]` (discrete) or `[1, D]` (continuous: `action_dim = D`), rewards `[1]`,
+    the observation is flattened into the agent's `vec`.
     `horizon` (the longest episode) defaults to the default params' `max_steps_in_episode`.
     Outcomes: `time_limit` (the episode ran to its limit) or `terminated` (the env ended it).
     """
@@ -125,6 +128,9 @@ class SingleAgent(GymnaxWrapper):
         super().__init__(env)
         self.horizon = int(env.default_params.max_steps_in_episode if horizon is None
                            else horizon)
+        space = env.action_space(env.default_params)
+        # continuous (a Box): the action is a float vector of this size; 0: discrete
+        self.action_dim = int(np.prod(space.shape)) if isinstance(space, spaces.Box) else 0
 
     @partial(jax.jit, static_argnames=("self",))
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:

@@ -5,14 +5,17 @@
   `policy.rollout`, `policy.gae`, `policy.update`; `policy.sharding.sharded_stage` for many
   devices;
 - `policy.network`: the shared actor-critic (IPPO or MAPPO critic) over `jaxenv.agents.AgentObs`;
+  `policy.categorical` / `policy.gaussian`: the action distributions (discrete / continuous);
+  `policy.mixer`: attention across the agents of an episode;
 - `policy.evaluate`: `Evaluator` / `evaluate` (per-instance metrics, outcomes, trajectories);
   `policy.validation.validate` plays a task validator's frozen split;
 - `policy.checkpoint`: orbax save / restore; `policy.guard`: the NaN guard.
 
-Works for any environment of the `jaxenv.agents.MultiAgentEnv` protocol (and any gymnax env
-with discrete actions, as one agent); imports only `jaxenv`'s generic modules.
+Works for any environment of the `jaxenv.agents.MultiAgentEnv` protocol (and any gymnax env,
+discrete or continuous, as one agent); imports only `jaxenv`'s generic modules.
 """
 
+from policy import categorical, gaussian
 from policy.evaluate import EvalResult, Evaluator, evaluate
 from policy.guard import NonFiniteError, check_finite
 from policy.network import ActorCritic, init_params
@@ -21,6 +24,6 @@ from policy.validation import Validation, validate
 
 __all__ = [
     "ActorCritic", "EvalResult", "Evaluator", "Hparams", "NonFiniteError", "RunnerState",
-    "Trainer", "Validation", "check_finite", "evaluate", "init_params", "make_train",
-    "summarize_metrics", "validate",
+    "Trainer", "Validation", "categorical", "check_finite", "evaluate", "gaussian",
+    "init_params", "make_train", "summarize_metrics", "validate",
 ]

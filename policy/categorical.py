@@ -25,3 +25,8 @@ def entropy(logits: jax.Array) -> jax.Array:
     """H(pi) = -sum p log p: logits [..., n] -> [...]."""
     logp = jax.nn.log_softmax(logits, axis=-1)
     return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+
+
+def mode(logits: jax.Array) -> jax.Array:
+    """The greedy action: logits [..., n] -> [...] int32."""
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)

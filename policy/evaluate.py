@@ -27,7 +27,6 @@ from flax import struct
 from jaxenv.batching import broadcast, select
 from jaxenv.levels import generate_many
 from jaxenv.wrappers import has_levels, multi_agent
-from policy import categorical
 from policy.network import ActorCritic
 from policy.rollout import agent_inputs
 
@@ -46,7 +45,7 @@ class EvalResult:
     outcome: jax.Array  # [N] int32 index into outcome_names
     steps: jax.Array  # [N] int32 episode length
     trace: Any = None  # [N, T+1, ...] env.trace of each time step, or None
-    actions: jax.Array | None = None  # [N, T, A] int8 chosen actions, or None
+    actions: jax.Array | None = None  # [N, T, A] int8 (or [N, T, A, D] float32) actions, or None
     levels: Any = None  # [N] the levels played (generated ones in config mode), or None
     outcome_names: tuple[str, ...] = struct.field(pytree_node=False, default=())
 
@@ -153,6 +152,9 @@ class Evaluator:
         env, net = self.env, self.network
         n, a, t_max = jax.tree.leaves(cfg)[0].shape[0], env.num_agents, env.horizon
         rec = self.record
+        # recorded actions: int8 per agent (discrete), float32 [D] per agent (continuous)
+        act_shape, act_dtype = ((net.action_dim,), jnp.float32) if net.action_dim else ((),
+                                                                                      jnp.int8)
 
         def buffer(x: jax.Array) -> jax.Array:
             return jnp.zeros((n, t_max + 1, *x.shape[1:]), x.dtype).at[:, 0].set(x)
@@ -162,7 +164,7 @@ class Evaluator:
             done=jax.vmap(env.is_terminated)(state, cfg), outcome=jnp.zeros(n, jnp.int32),
             steps=jnp.zeros(n, jnp.int32), ret=jnp.zeros(n, jnp.float32), key=key,
             trace=jax.tree.map(buffer, jax.vmap(env.trace)(state)) if rec else None,
-            actions=jnp.zeros((n, t_max, a), jnp.int8) if rec else None)
+            actions=jnp.zeros((n, t_max, a, *act_shape), act_dtype) if rec else None)
 
         def cond(c: _Carry) -> jax.Array:
             return (c.t < t_max) & ~jnp.all(c.done)
@@ -172,8 +174,7 @@ class Evaluator:
             inp = agent_inputs(env, c.obs, c.state, net.uses_global)
             logits, _ = net.apply(params, inp)
             greedy = mode == "greedy"
-            act = jnp.argmax(logits, -1) if greedy else categorical.sample(k_act, logits)
-            act = act.astype(jnp.int32)
+            act = net.dist.mode(logits) if greedy else net.dist.sample(k_act, logits)
             obs, st, reward, term, info = jax.vmap(env.step_env)(
                 jax.random.split(k_env, n), c.state, act, cfg)
             trunc = jax.vmap(env.is_truncated)(st, cfg) | (c.t + 1 >= t_max)
@@ -191,8 +192,9 @@ class Evaluator:
                 out = out.replace(
                     trace=jax.tree.map(lambda b, x: b.at[:, c.t + 1].set(x), c.trace,
                                        jax.vmap(env.trace)(out.state)),
-                    actions=c.actions.at[:, c.t].set(jnp.where(live[:, None], act, 0)
-                                                     .astype(jnp.int8)))
+                    actions=c.actions.at[:, c.t].set(
+                        jnp.where(live.reshape(-1, *[1] * (act.ndim - 1)), act, 0)
+                        .astype(act_dtype)))
             return out
 
         c = jax.lax.while_loop(cond, body, carry)

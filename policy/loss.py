@@ -10,6 +10,8 @@ local sums by the *global* counts and psum the gradients: identical to one devic
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -19,7 +21,7 @@ from policy import categorical
 
 @struct.dataclass
 class LossBatch:
-    action: jax.Array  # [..., A] int32
+    action: jax.Array  # [..., A] int32, or [..., A, D] float32 (continuous)
     old_logp: jax.Array  # [..., A]
     old_value: jax.Array  # [..., A]
     adv: jax.Array  # [..., A] (already normalised)
@@ -30,9 +32,13 @@ class LossBatch:
 
 def ppo_loss(logits: jax.Array, value: jax.Array, b: LossBatch, *, n_pi: jax.Array,
              n_v: jax.Array, clip_eps: float, vf_coef: float, ent_coef: float,
-             clip_value: bool = True) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """total = pg + vf_coef * vf - ent_coef * entropy, each a masked sum / count."""
-    logp = categorical.log_prob(logits, b.action)
+             clip_value: bool = True, dist: Any = categorical
+             ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """total = pg + vf_coef * vf - ent_coef * entropy, each a masked sum / count.
+
+    `dist`: the action distribution's module (`policy.categorical` or `policy.gaussian`).
+    """
+    logp = dist.log_prob(logits, b.action)
     pm, vm = b.pi_mask.astype(jnp.float32), b.v_mask.astype(jnp.float32)
     n_pi, n_v = jnp.maximum(n_pi, 1.0), jnp.maximum(n_v, 1.0)
 
@@ -47,7 +53,7 @@ def ppo_loss(logits: jax.Array, value: jax.Array, b: LossBatch, *, n_pi: jax.Arr
         err = jnp.maximum(err, jnp.square(v_clip - b.target))
     vf = 0.5 * jnp.sum(err * vm) / n_v
 
-    ent = jnp.sum(categorical.entropy(logits) * pm) / n_pi
+    ent = jnp.sum(dist.entropy(logits) * pm) / n_pi
     total = pg + vf_coef * vf - ent_coef * ent
     aux = {
         "pg_loss": pg, "v_loss": vf, "entropy": ent,

@@ -20,6 +20,11 @@ attention layer across the agents of the episode (`policy.mixer.AgentAttention`:
 `agent_mask`, relative positions from `AgentObs.pos`, optionally only within `mixer_radius`).
 The default ``"none"`` keeps every agent's decision its own.
 
+Continuous actions (`action_dim > 0`, e.g. Pendulum, Brax): the policy head gives a diagonal
+Gaussian, its mean from the torso and a state-independent log standard deviation (a learnt
+parameter, PureJaxRL's choice), packed as one array `[..., A, 2 * action_dim]`;
+`ActorCritic.dist` is the module (`policy.categorical` or `policy.gaussian`) that reads it.
+
 Two torsos for the view: ``"mlp"`` (default) flattens it, ``"conv"`` puts two 3x3 convs in
 front. XLA's CPU convolutions are much slower per sample than a dense layer of similar FLOPs
 (`benchmarks/train_throughput.py` times both), so the MLP is the default on CPU; use the conv
@@ -36,6 +41,7 @@ import numpy as np
 from flax import linen as nn
 
 from jaxenv.agents import AgentObs
+from policy import categorical, gaussian
 from policy.mixer import AgentAttention
 
 Critic = Literal["ippo", "mappo"]
@@ -45,9 +51,14 @@ Mixer = Literal["none", "attention"]
 
 
 class ActorCritic(nn.Module):
-    """Per-agent logits [..., A, num_actions] and values [..., A] from an `AgentObs`."""
+    """Per-agent policy output and values [..., A] from an `AgentObs`.
+
+    The policy output is logits [..., A, num_actions] (discrete) or the Gaussian's packed
+    parameters [..., A, 2 * action_dim] (continuous, `action_dim > 0`).
+    """
 
     num_actions: int = 5
+    action_dim: int = 0
     hidden: int = 64
     torso: Torso = "mlp"
     conv_features: int = 16
@@ -56,6 +67,11 @@ class ActorCritic(nn.Module):
     mixer: Mixer = "none"
     mixer_heads: int = 4
     mixer_radius: float | None = None
+
+    @property
+    def dist(self) -> Any:
+        """The action distribution's module (sample, log_prob, entropy, mode)."""
+        return gaussian if self.action_dim > 0 else categorical
 
     @property
     def uses_global(self) -> bool:
@@ -82,7 +98,14 @@ class ActorCritic(nn.Module):
             h = AgentAttention(heads=self.mixer_heads, radius=self.mixer_radius,
                                name="mixer")(h, x.agent_mask, x.pos)
         h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso1")(h))
-        logits = nn.Dense(self.num_actions, kernel_init=ortho(0.01), name="pi")(h)
+        if self.action_dim > 0:
+            if self.mask_actions:
+                raise ValueError("mask_actions applies to discrete actions only")
+            mean = nn.Dense(self.action_dim, kernel_init=ortho(0.01), name="pi")(h)
+            log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+            logits = jnp.concatenate([mean, jnp.broadcast_to(log_std, mean.shape)], -1)
+        else:
+            logits = nn.Dense(self.num_actions, kernel_init=ortho(0.01), name="pi")(h)
         if self.mask_actions:
             if x.action_mask is None:
                 raise ValueError("mask_actions needs AgentObs.action_mask (this environment "

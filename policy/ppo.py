@@ -114,9 +114,14 @@ class Trainer(NamedTuple):
 
 
 def make_train(env: Any, network: ActorCritic, hparams: Hparams) -> Trainer:
-    """A `Trainer` for `env` (a jaxenv env, or any gymnax env with discrete actions)."""
+    """A `Trainer` for `env` (a jaxenv env, or any gymnax env, discrete or continuous)."""
     env = multi_agent(env)
-    chex.assert_equal(network.num_actions, env.num_actions)
+    action_dim = getattr(env, "action_dim", 0)
+    if network.action_dim != action_dim:
+        raise ValueError(f"the network's action_dim {network.action_dim} is not the env's "
+                         f"{action_dim} (0: discrete actions)")
+    if not action_dim:
+        chex.assert_equal(network.num_actions, env.num_actions)
     hp = hparams
     tx = make_optimizer(hp.lr, hp.max_grad_norm, hp.adam_eps)
     space = env.config_space

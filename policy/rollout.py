@@ -15,7 +15,6 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxenv.agents import AgentObs
-from policy import categorical
 
 
 @struct.dataclass
@@ -34,7 +33,7 @@ class Transition:
     """One step of B envs: what the update phase needs (leading axes [T, B] once stacked)."""
 
     inp: AgentObs  # [B, A, ...]; inp.acting / inp.agent_mask are the policy / value masks
-    action: jax.Array  # [B, A]
+    action: jax.Array  # [B, A] int32, or [B, A, D] float32 (continuous)
     logp: jax.Array  # [B, A]
     value: jax.Array  # [B, A]
     reward: jax.Array  # [B, A]
@@ -69,8 +68,8 @@ def rollout(env: Any, network: Any, params: Any, envc: EnvCarry, env_params: Any
         inp = agent_inputs(env, c.obs, c.state, glob)
         logits, value = network.apply(params, inp)
         ks = jax.vmap(lambda k: jax.random.split(k, 3))(c.key)
-        action = jax.vmap(categorical.sample)(ks[:, 1], logits)
-        logp = categorical.log_prob(logits, action)
+        action = jax.vmap(network.dist.sample)(ks[:, 1], logits)
+        logp = network.dist.log_prob(logits, action)
         obs, state, reward, term, trunc, info = jax.vmap(
             env.step, in_axes=(0, 0, 0, params_axes))(ks[:, 2], c.state, action, env_params)
         done = term | trunc

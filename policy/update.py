@@ -50,7 +50,8 @@ def ppo_epochs(network: Any, tx: optax.GradientTransformation, hp: Any, params: 
 
         def loss_fn(p):
             logits, value = network.apply(p, tr.inp)
-            return ppo_loss(logits, value, lb, n_pi=n_pi, n_v=n_v, clip_eps=hp.clip_eps,
+            return ppo_loss(logits, value, lb, dist=network.dist, n_pi=n_pi, n_v=n_v,
+                            clip_eps=hp.clip_eps,
                             vf_coef=hp.vf_coef, ent_coef=hp.ent_coef, clip_value=hp.clip_value)
 
         (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
