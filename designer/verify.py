@@ -5,7 +5,8 @@ pytree, padded to a fixed `k` (so after the first call verification never recomp
 the values), generates `episodes` fresh levels from each candidate and plays them with the
 current policy (`policy.evaluate.Evaluator`, greedy, inside the same jit). Per candidate:
 
-- success p: the share of valid episodes (the env's `valid` metric, else outcome 0);
+- success p: the share of successful episodes (the env's `valid` metric, e.g. MAPF's; else its
+  `success` metric, e.g. a control task's return threshold; else outcome 0);
 - learnability p(1 - p): highest where the policy succeeds about half the time, the stages
   that teach most (SFL, Rutherford et al. 2024);
 - coverage: for each editable simplex knob with target keys (e.g. the held-out set's map sizes),
@@ -85,6 +86,13 @@ def coverage(space: Any, values: Mapping[str, Any], targets: Mapping[str, Sequen
     return out
 
 
+def success_of(result: Any) -> np.ndarray:
+    """Per-episode success of an `EvalResult` (see the module docstring: valid, success, or
+    outcome 0, the first the environment reports)."""
+    m = result.metrics
+    return np.asarray(m["valid"] if "valid" in m else m.get("success", result.outcome == 0))
+
+
 class Verifier:
     """Scores candidate configs with the current policy (see the module docstring)."""
 
@@ -114,7 +122,7 @@ class Verifier:
             res = self.evaluator(params, self.space.stack(padded),
                                  jax.random.fold_in(key, start), n_per_config=self.episodes)
             res = res.numpy()
-            ok = res.metrics.get("valid", res.outcome == 0)
+            ok = success_of(res)
             ok = ok.reshape(self.k, self.episodes)
             outcome = res.outcome.reshape(self.k, self.episodes)
             for i, values in enumerate(chunk):
