@@ -120,11 +120,16 @@ class ClosedLoop:
         self.task = make_task(settings)
         self.env, self.space = self.task.env, self.task.space
         t = settings.trainee
+        t = t.model_copy(update={k: v for k, v in self.task.trainee_defaults.items()
+                                 if k not in t.model_fields_set})
+        self.trainee_settings = t
         self.hp = Hparams(num_envs=t.num_envs, num_steps=t.num_steps,
                           num_updates=settings.num_updates, update_epochs=t.update_epochs,
                           num_minibatches=t.num_minibatches, pool_size=t.pool_size, lr=t.lr,
                           ent_coef=t.ent_coef)
-        self.network = ActorCritic(hidden=t.hidden, critic=t.critic,
+        self.network = ActorCritic(num_actions=self.env.num_actions,
+                                   action_dim=getattr(self.env, "action_dim", 0),
+                                   hidden=t.hidden, critic=t.critic,
                                    mask_actions=t.mask_actions, mixer=t.mixer,
                                    mixer_radius=t.mixer_radius)
         self.trainer = make_train(self.env, self.network, self.hp)
