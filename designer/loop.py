@@ -120,9 +120,6 @@ class ClosedLoop:
         self.task = make_task(settings)
         self.env, self.space = self.task.env, self.task.space
         t = settings.trainee
-        t = t.model_copy(update={k: v for k, v in self.task.trainee_defaults.items()
-                                 if k not in t.model_fields_set})
-        self.trainee_settings = t
         self.hp = Hparams(num_envs=t.num_envs, num_steps=t.num_steps,
                           num_updates=settings.num_updates, update_epochs=t.update_epochs,
                           num_minibatches=t.num_minibatches, pool_size=t.pool_size, lr=t.lr,

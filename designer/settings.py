@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from designer.context import parse_modules
 
@@ -122,6 +122,17 @@ class RunSettings(Strict):
         if v not in TASKS:
             raise ValueError(f"unknown environment {v!r} (known: {', '.join(TASKS)})")
         return v
+
+    @model_validator(mode="after")
+    def _family_trainee_defaults(self) -> RunSettings:
+        from designer.tasks import TRAINEE_DEFAULTS
+
+        t = self.trainee
+        update = {k: v for k, v in TRAINEE_DEFAULTS.get(self.env, {}).items()
+                  if k not in t.model_fields_set}
+        if update:
+            self.trainee = TraineeSettings.model_validate({**t.model_dump(), **update})
+        return self
 
     @field_validator("guidelines")
     @classmethod

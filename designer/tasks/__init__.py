@@ -7,7 +7,7 @@ from typing import Any
 
 from designer.tasks.base import CauseRule, Curriculum, Failures, Task
 
-__all__ = ["TASKS", "CauseRule", "Curriculum", "Failures", "Task", "make_task"]
+__all__ = ["TASKS", "TRAINEE_DEFAULTS", "CauseRule", "Curriculum", "Failures", "Task", "make_task"]
 
 
 def _mapf(settings: Any) -> Task:
@@ -17,6 +17,10 @@ def _mapf(settings: Any) -> Task:
 
 
 TASKS: dict[str, Callable[[Any], Task]] = {"mapf": _mapf}
+
+# Trainee settings a family needs unless the run sets them (`RunSettings` applies them when it
+# is built, so run.json holds the values the run used and a resume reads the same).
+TRAINEE_DEFAULTS: dict[str, dict[str, Any]] = {"mapf": {}}
 
 
 def make_task(settings: Any) -> Task:

@@ -78,6 +78,4 @@ class Task:
     guidelines: Path  # G: the shipped design guidelines of the family
     curriculum: Curriculum
     targets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # verification coverage
-    # trainee settings this family needs unless the run sets them (e.g. CartPole's long rollouts)
-    trainee_defaults: dict[str, Any] = field(default_factory=dict)
     describe: str = ""  # one line: what the family is
