@@ -22,9 +22,11 @@ from jaxenv.control.family import (
     ControlEnv,
     Family,
     Param,
+    level_class,
     range_config_class,
 )
 
+HORIZON = 500  # the task's episode limit (a rule)
 PARAMS = (
     Param("link_mass_1", "kg", "Mass of the first (upper) link.", 1.0, 0.25, 4.0, 0.05,
           (0.5, 2.0)),
@@ -50,16 +52,17 @@ def build_level(v: Mapping[str, jax.Array]) -> acrobot.EnvParams:
         link_com_pos_1=f32(0.5 * v["link_length_1"]),
         link_com_pos_2=f32(0.5 * v["link_length_2"]),
         link_moi=f32(v["link_moi"]), max_vel_1=f32(4 * jnp.pi), max_vel_2=f32(9 * jnp.pi),
-        torque_noise_max=f32(0.0), max_steps_in_episode=jnp.int32(500))
+        torque_noise_max=f32(0.0), max_steps_in_episode=jnp.int32(HORIZON))
 
 
 def _cause(state: acrobot.EnvState, p: acrobot.EnvParams) -> jax.Array:
     return jnp.int32(OUTCOMES.index("goal"))
 
 
+AcrobotLevel = level_class("Acrobot", PARAMS, __name__)
 FAMILY = Family(
     name="acrobot", gym_id="Acrobot-v1", raw=acrobot.Acrobot, params=PARAMS,
-    build=build_level, outcomes=OUTCOMES, cause=_cause, horizon=500,
+    build=build_level, level_cls=AcrobotLevel, outcomes=OUTCOMES, cause=_cause, horizon=HORIZON,
     success_threshold=-100.0, return_range=(-500.0, 0.0), worst_reward=-1.0,
     notes="Centres of mass derived as half the link lengths; goal test in unit lengths.")
 AcrobotConfig = range_config_class("Acrobot", PARAMS, __name__)

@@ -31,6 +31,7 @@ from jaxenv.control.family import (
     ControlEnv,
     Family,
     Param,
+    level_class,
     range_config_class,
 )
 
@@ -83,6 +84,7 @@ class CartPole(cartpole.CartPole):
 
 # ------------------------------------------------------------------------ the family
 
+HORIZON = 500  # the task's episode limit (a rule)
 PARAMS = (
     Param("gravity", "m/s^2", "Gravitational acceleration.", 9.8, 4.0, 20.0, 0.2, (0.8, 1.25)),
     Param("masscart", "kg", "Mass of the cart.", 1.0, 0.25, 3.0, 0.05, (0.5, 2.0)),
@@ -102,7 +104,7 @@ def build_level(v: Mapping[str, jax.Array]) -> cartpole.EnvParams:
         total_mass=f32(v["masscart"] + v["masspole"]), length=f32(v["length"]),
         polemass_length=f32(v["masspole"] * v["length"]), force_mag=f32(v["force_mag"]),
         tau=f32(0.02), theta_threshold_radians=f32(THETA_THRESHOLD), x_threshold=f32(2.4),
-        max_steps_in_episode=jnp.int32(500))
+        max_steps_in_episode=jnp.int32(HORIZON))
 
 
 def _cause(state: cartpole.EnvState, p: cartpole.EnvParams) -> jax.Array:
@@ -110,9 +112,10 @@ def _cause(state: cartpole.EnvState, p: cartpole.EnvParams) -> jax.Array:
     return jnp.where(angle, OUTCOMES.index("angle"), OUTCOMES.index("position"))
 
 
+CartPoleLevel = level_class("CartPole", PARAMS, __name__)
 FAMILY = Family(
     name="cartpole", gym_id="CartPole-v1", raw=cartpole.CartPole, params=PARAMS,
-    build=build_level, outcomes=OUTCOMES, cause=_cause, horizon=500,
+    build=build_level, level_cls=CartPoleLevel, outcomes=OUTCOMES, cause=_cause, horizon=HORIZON,
     success_threshold=475.0, return_range=(0.0, 500.0), worst_reward=0.0,
     notes="Euler step 0.02 s, fail beyond 12 degrees or 2.4 m, 500 steps: gym's rules.")
 CartPoleConfig = range_config_class("CartPole", PARAMS, __name__)

@@ -9,10 +9,14 @@ The three objects, in MAPF's shapes (`jaxenv.mapf`), so one loop drives every fa
   standard value, so the default distribution *is* the standard task (what `fixed` trains on);
   the knob bounds are the widest physics the engineer may ask for (what domain randomisation
   draws from).
-- a *level* is one concrete physics variant: the raw gymnax ``EnvParams`` with every field a
-  float32/int32 array and the derived fields (e.g. CartPole's ``total_mass``) computed from the
-  drawn values, so they are consistent by construction. `generate(key, cfg) -> level`;
-  `reset_to_level(key, level, cfg)` starts an episode on one (held-out sets are levels).
+- a *level* is one concrete physics variant: a small pytree with one float32 per varied
+  parameter (e.g. ``CartPoleLevel(gravity, masscart, masspole, length, force_mag)``).
+  `Family.env_params(level)` is the raw gymnax ``EnvParams`` of it, every field an array, the
+  derived fields (e.g. CartPole's ``total_mass``) computed from the drawn values and the rules
+  filled in, so they are consistent by construction; it is rebuilt inside each step, which
+  costs a few multiplications and keeps the per-env carry at the varied values only (the
+  rules fold into constants). `generate(key, cfg) -> level`; `reset_to_level(key, level, cfg)`
+  starts an episode on one (held-out sets are batches of levels).
 - the *rules* (integration step, failure thresholds, horizon) are fixed per family (`Family.
   fixed`), not knobs: changing them changes the task, not its physics.
 
@@ -77,7 +81,8 @@ class Family:
     """Everything task-specific about one family; `ControlEnv` is generic over it.
 
     build: drawn values (name -> [] float32) -> the raw env's ``EnvParams`` (all arrays,
-    derived fields computed, `fixed` rules filled in).
+    derived fields computed, the rules filled in). level_cls: the family's level pytree
+    (`level_class`).
     cause: (raw state, params) -> [] int32 index into `outcomes` of a natural termination
     (called only where the raw env terminated).
     """
@@ -87,6 +92,7 @@ class Family:
     raw: Callable[[], environment.Environment]  # the raw gymnax env class
     params: tuple[Param, ...]
     build: Callable[[Mapping[str, jax.Array]], Any]
+    level_cls: type
     outcomes: tuple[str, ...]  # index 0: the task's success or normal end
     cause: Callable[[Any, Any], jax.Array]
     horizon: int  # the task's episode limit (a rule)
@@ -115,7 +121,7 @@ class Family:
         if unknown:
             raise ValueError(f"{self.name}: unknown parameters {unknown} "
                              f"(known: {', '.join(self.param_names)})")
-        return self.build({k: jnp.asarray(v, jnp.float32) for k, v in vals.items()})
+        return self.level_cls(**{k: jnp.asarray(v, jnp.float32) for k, v in vals.items()})
 
     def levels(self, values: np.ndarray) -> Any:
         """A batch of levels from a [N, K] array of values (columns in `param_names` order)."""
@@ -123,8 +129,12 @@ class Family:
         if values.ndim != 2 or values.shape[1] != len(self.params):
             raise ValueError(f"{self.name}: expected values [N, {len(self.params)}], "
                              f"got {values.shape}")
-        cols = {p.name: jnp.asarray(values[:, i]) for i, p in enumerate(self.params)}
-        return jax.vmap(self.build)(cols)
+        return self.level_cls(**{p.name: jnp.asarray(values[:, i])
+                                  for i, p in enumerate(self.params)})
+
+    def env_params(self, level: Any) -> Any:
+        """A level's raw gymnax ``EnvParams`` (derived fields computed, rules filled in)."""
+        return self.build({p.name: getattr(level, p.name) for p in self.params})
 
 
 # ------------------------------------------------------------------------- the config
@@ -140,6 +150,17 @@ def range_config_class(family_name: str, params: Sequence[Param], module: str) -
     doc = (f"The {family_name} training distribution: per physical parameter the ends of the "
            f"uniform range each episode's value is drawn from.")
     cls = struct.dataclass(type(f"{family_name}Config", (), {
+        "__annotations__": fields, "__module__": module, "__doc__": doc}))
+    setattr(sys.modules[module], cls.__name__, cls)
+    return cls
+
+
+def level_class(family_name: str, params: Sequence[Param], module: str) -> type:
+    """The level pytree of a family: one float32 array per varied parameter (see
+    `range_config_class` for why it is built once and stored in its module)."""
+    fields = {p.name: jax.Array for p in params}
+    doc = f"One {family_name} physics variant: the value of each varied parameter."
+    cls = struct.dataclass(type(f"{family_name}Level", (), {
         "__annotations__": fields, "__module__": module, "__doc__": doc}))
     setattr(sys.modules[module], cls.__name__, cls)
     return cls
@@ -173,7 +194,7 @@ class ControlState:
     """The raw env's state plus the episode's physics and what an evaluation reads at its end."""
 
     env: Any  # the raw gymnax state (float32 fields, int32 time)
-    level: Any  # this episode's physics (raw EnvParams)
+    level: Any  # this episode's physics (the family's level)
     ret: jax.Array  # [] float32 return so far
     cause: jax.Array  # [] int32 index into `outcomes` once ended by the env, else RUNNING
 
@@ -257,7 +278,7 @@ class ControlEnv(environment.Environment):
             a, b = getattr(cfg, f"{p.name}_min"), getattr(cfg, f"{p.name}_max")
             lo, hi = jnp.minimum(a, b), jnp.maximum(a, b)
             vals[p.name] = lo + u[i] * (hi - lo)
-        return self.family.build(vals)
+        return self.family.level_cls(**vals)
 
     def reset_env(self, key: jax.Array, params: Any) -> tuple[jax.Array, ControlState]:
         k_gen, k_reset = jax.random.split(key)
@@ -266,7 +287,7 @@ class ControlEnv(environment.Environment):
     def reset_to_level(self, key: jax.Array, level: Any,
                        params: Any = None) -> tuple[jax.Array, ControlState]:
         """Start an episode on one physics variant (the raw env's reset under its params)."""
-        obs, raw_state = self.raw.reset_env(key, level)
+        obs, raw_state = self.raw.reset_env(key, self.family.env_params(level))
         state = ControlState(env=_canonical(raw_state), level=level, ret=jnp.float32(0.0),
                              cause=jnp.int32(RUNNING))
         return jnp.asarray(obs, jnp.float32), state
@@ -276,10 +297,11 @@ class ControlEnv(environment.Environment):
         """One raw step under the episode's physics, with the non-finite guard; reward [1]."""
         a = jnp.reshape(action, (-1,))
         a = a.astype(jnp.float32) if self.continuous else a[0].astype(jnp.int32)
-        obs, raw_state, reward, term, _ = self.raw.step_env(key, state.env, a, state.level)
+        p = self.family.env_params(state.level)
+        obs, raw_state, reward, term, _ = self.raw.step_env(key, state.env, a, p)
         raw_state = _canonical(raw_state)
         finite = _all_finite(raw_state, obs, reward)
-        cause = jnp.where(finite, jnp.where(term, self.family.cause(raw_state, state.level),
+        cause = jnp.where(finite, jnp.where(term, self.family.cause(raw_state, p),
                                             RUNNING), self._nonfinite).astype(jnp.int32)
         reward = jnp.where(finite, reward, self.family.worst_reward).astype(jnp.float32)
         obs = jnp.where(finite, obs, 0.0).astype(jnp.float32)
@@ -291,7 +313,7 @@ class ControlEnv(environment.Environment):
         return obs, state, jnp.reshape(reward, (1,)), terminated, info
 
     def is_truncated(self, state: ControlState, params: Any) -> jax.Array:
-        return (state.env.time >= state.level.max_steps_in_episode) & (state.cause == RUNNING)
+        return (state.env.time >= self.horizon) & (state.cause == RUNNING)
 
     def is_terminated(self, state: ControlState, params: Any) -> jax.Array:
         return state.cause != RUNNING
@@ -312,7 +334,7 @@ class ControlEnv(environment.Environment):
 
     def episode_outcome(self, state: ControlState) -> jax.Array:
         """How an episode ended, read from its last state (RUNNING if it has not)."""
-        timed_out = state.env.time >= state.level.max_steps_in_episode
+        timed_out = state.env.time >= self.horizon
         return jnp.where(state.cause != RUNNING, state.cause,
                          jnp.where(timed_out, self._time_limit, RUNNING)).astype(jnp.int32)
 

@@ -19,9 +19,11 @@ from jaxenv.control.family import (
     ControlEnv,
     Family,
     Param,
+    level_class,
     range_config_class,
 )
 
+HORIZON = 200  # the task's episode limit (a rule)
 PARAMS = (
     Param("force", "velocity units/step", "Push of the engine per step (the change of "
           "velocity an accelerate action adds).", 0.001, 0.0004, 0.002, 0.00005, (0.6, 1.5)),
@@ -37,16 +39,17 @@ def build_level(v: Mapping[str, jax.Array]) -> mountain_car.EnvParams:
     return mountain_car.EnvParams(
         min_position=f32(-1.2), max_position=f32(0.6), max_speed=f32(0.07),
         goal_position=f32(0.5), goal_velocity=f32(0.0), force=f32(v["force"]),
-        gravity=f32(v["gravity"]), max_steps_in_episode=jnp.int32(200))
+        gravity=f32(v["gravity"]), max_steps_in_episode=jnp.int32(HORIZON))
 
 
 def _cause(state: mountain_car.EnvState, p: mountain_car.EnvParams) -> jax.Array:
     return jnp.int32(OUTCOMES.index("goal"))
 
 
+MountainCarLevel = level_class("MountainCar", PARAMS, __name__)
 FAMILY = Family(
     name="mountaincar", gym_id="MountainCar-v0", raw=mountain_car.MountainCar, params=PARAMS,
-    build=build_level, outcomes=OUTCOMES, cause=_cause, horizon=200,
+    build=build_level, level_cls=MountainCarLevel, outcomes=OUTCOMES, cause=_cause, horizon=HORIZON,
     success_threshold=-110.0, return_range=(-200.0, 0.0), worst_reward=-1.0)
 MountainCarConfig = range_config_class("MountainCar", PARAMS, __name__)
 

@@ -22,9 +22,11 @@ from jaxenv.control.family import (
     ControlEnv,
     Family,
     Param,
+    level_class,
     range_config_class,
 )
 
+HORIZON = 200  # the task's episode limit (a rule)
 PARAMS = (
     Param("g", "m/s^2", "Gravitational acceleration.", 10.0, 2.0, 20.0, 0.5, (0.5, 1.5)),
     Param("m", "kg", "Mass of the bob.", 1.0, 0.25, 3.0, 0.05, (0.5, 2.0)),
@@ -43,16 +45,17 @@ def build_level(v: Mapping[str, jax.Array]) -> pendulum.EnvParams:
     f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
     return pendulum.EnvParams(
         max_speed=f32(MAX_SPEED), max_torque=f32(v["max_torque"]), dt=f32(0.05),
-        g=f32(v["g"]), m=f32(v["m"]), l=f32(v["l"]), max_steps_in_episode=jnp.int32(200))
+        g=f32(v["g"]), m=f32(v["m"]), l=f32(v["l"]), max_steps_in_episode=jnp.int32(HORIZON))
 
 
 def _cause(state: pendulum.EnvState, p: pendulum.EnvParams) -> jax.Array:
     return jnp.int32(OUTCOMES.index(TIME_LIMIT))  # never called: Pendulum never terminates
 
 
+PendulumLevel = level_class("Pendulum", PARAMS, __name__)
 FAMILY = Family(
     name="pendulum", gym_id="Pendulum-v1", raw=pendulum.Pendulum, params=PARAMS,
-    build=build_level, outcomes=OUTCOMES, cause=_cause, horizon=200,
+    build=build_level, level_cls=PendulumLevel, outcomes=OUTCOMES, cause=_cause, horizon=HORIZON,
     success_threshold=-200.0, return_range=(200 * WORST_REWARD, 0.0),
     worst_reward=WORST_REWARD, continuous=True,
     notes="No natural termination; success (return >= -200) is our convention.")
