@@ -28,16 +28,14 @@ from jaxenv.control.family import (
 
 HORIZON = 500  # the task's episode limit (a rule)
 PARAMS = (
-    Param("link_mass_1", "kg", "Mass of the first (upper) link.", 1.0, 0.25, 4.0, 0.05,
-          (0.5, 2.0)),
-    Param("link_mass_2", "kg", "Mass of the second (lower) link.", 1.0, 0.25, 4.0, 0.05,
-          (0.5, 2.0)),
+    Param("link_mass_1", "kg", "Mass of the first (upper) link.", 1.0, 0.25, 4.0, 0.05),
+    Param("link_mass_2", "kg", "Mass of the second (lower) link.", 1.0, 0.25, 4.0, 0.05),
     Param("link_length_1", "m", "Length of the first link (its centre of mass at half of it).",
-          1.0, 0.4, 2.0, 0.05, (0.6, 1.5)),
+          1.0, 0.4, 2.0, 0.05),
     Param("link_length_2", "m", "Length of the second link (its centre of mass at half of it).",
-          1.0, 0.4, 2.0, 0.05, (0.6, 1.5)),
+          1.0, 0.4, 2.0, 0.05),
     Param("link_moi", "kg m^2", "Moment of inertia of each link about its centre.", 1.0, 0.25,
-          4.0, 0.05, (0.5, 2.0)),
+          4.0, 0.05),
 )
 OUTCOMES = ("goal", TIME_LIMIT, NONFINITE)
 

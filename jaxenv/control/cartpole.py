@@ -86,12 +86,11 @@ class CartPole(cartpole.CartPole):
 
 HORIZON = 500  # the task's episode limit (a rule)
 PARAMS = (
-    Param("gravity", "m/s^2", "Gravitational acceleration.", 9.8, 4.0, 20.0, 0.2, (0.8, 1.25)),
-    Param("masscart", "kg", "Mass of the cart.", 1.0, 0.25, 3.0, 0.05, (0.5, 2.0)),
-    Param("masspole", "kg", "Mass of the pole.", 0.1, 0.02, 1.0, 0.01, (0.5, 3.0)),
-    Param("length", "m", "Half the pole's length.", 0.5, 0.1, 2.0, 0.05, (0.5, 2.0)),
-    Param("force_mag", "N", "Force of one push left or right.", 10.0, 2.0, 30.0, 0.5,
-          (0.5, 1.5)),
+    Param("gravity", "m/s^2", "Gravitational acceleration.", 9.8, 4.0, 20.0, 0.2),
+    Param("masscart", "kg", "Mass of the cart.", 1.0, 0.25, 3.0, 0.05),
+    Param("masspole", "kg", "Mass of the pole.", 0.1, 0.02, 1.0, 0.01),
+    Param("length", "m", "Half the pole's length.", 0.5, 0.1, 2.0, 0.05),
+    Param("force_mag", "N", "Force of one push left or right.", 10.0, 2.0, 30.0, 0.5),
 )
 OUTCOMES = (TIME_LIMIT, "angle", "position", NONFINITE)
 

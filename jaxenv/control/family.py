@@ -53,11 +53,11 @@ RUNNING = -1  # `ControlState.cause` of an episode that has not ended
 
 @dataclasses.dataclass(frozen=True)
 class Param:
-    """One physical parameter a family varies: its standard value, bounds and held-out span.
+    """One physical parameter a family varies: its standard value and bounds.
 
     The engineer's knobs ``{name}_min`` / ``{name}_max`` range over [low, high] on a grid of
-    `step`. The held-out and validation sets draw its multiplier of `nominal` from
-    [span[0], span[1]] (log-uniformly; see `jaxenv.control.sets`).
+    `step`; the held-out and validation sets span the same bounds (`span`, as multipliers of
+    the standard value; see `jaxenv.control.sets`).
     """
 
     name: str  # field of the gymnax EnvParams (derived fields follow in `Family.build`)
@@ -67,13 +67,16 @@ class Param:
     low: float
     high: float
     step: float
-    span: tuple[float, float]  # held-out multipliers of nominal
 
     def __post_init__(self) -> None:
-        lo, hi = self.nominal * self.span[0], self.nominal * self.span[1]
-        if not (self.low <= self.nominal <= self.high and self.low <= lo <= hi <= self.high):
-            raise ValueError(f"{self.name}: nominal {self.nominal} and held-out span "
-                             f"[{lo}, {hi}] must lie within [{self.low}, {self.high}]")
+        if not (0 < self.low <= self.nominal <= self.high):
+            raise ValueError(f"{self.name}: need 0 < low <= nominal <= high, got "
+                             f"{self.low}, {self.nominal}, {self.high}")
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """The bounds as multipliers of the standard value."""
+        return self.low / self.nominal, self.high / self.nominal
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,9 +26,9 @@ from jaxenv.control.family import (
 HORIZON = 200  # the task's episode limit (a rule)
 PARAMS = (
     Param("force", "velocity units/step", "Push of the engine per step (the change of "
-          "velocity an accelerate action adds).", 0.001, 0.0004, 0.002, 0.00005, (0.6, 1.5)),
+          "velocity an accelerate action adds).", 0.001, 0.0004, 0.002, 0.00005),
     Param("gravity", "velocity units/step", "Pull of the hill's slope per step (scales "
-          "-cos(3 x)).", 0.0025, 0.001, 0.005, 0.0001, (0.6, 1.6)),
+          "-cos(3 x)).", 0.0025, 0.001, 0.005, 0.0001),
 )
 OUTCOMES = ("goal", TIME_LIMIT, NONFINITE)
 

@@ -28,11 +28,11 @@ from jaxenv.control.family import (
 
 HORIZON = 200  # the task's episode limit (a rule)
 PARAMS = (
-    Param("g", "m/s^2", "Gravitational acceleration.", 10.0, 2.0, 20.0, 0.5, (0.5, 1.5)),
-    Param("m", "kg", "Mass of the bob.", 1.0, 0.25, 3.0, 0.05, (0.5, 2.0)),
-    Param("l", "m", "Length of the rod.", 1.0, 0.25, 2.0, 0.05, (0.5, 1.5)),
+    Param("g", "m/s^2", "Gravitational acceleration.", 10.0, 2.0, 20.0, 0.5),
+    Param("m", "kg", "Mass of the bob.", 1.0, 0.25, 3.0, 0.05),
+    Param("l", "m", "Length of the rod.", 1.0, 0.25, 2.0, 0.05),
     Param("max_torque", "N m", "Largest torque the motor applies (actions are clipped to it).",
-          2.0, 0.5, 4.0, 0.1, (0.6, 1.5)),
+          2.0, 0.5, 4.0, 0.1),
 )
 OUTCOMES = (TIME_LIMIT, NONFINITE)
 MAX_SPEED = 8.0

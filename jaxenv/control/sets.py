@@ -2,9 +2,12 @@
 (the engineer's context and any tuning), shipped under ``jaxenv/data/`` and regenerable byte for
 byte by ``scripts/make_control_sets.py``.
 
-A set is a Latin hypercube over the family's held-out spans (`Param.span`, multipliers of the
-standard value, e.g. CartPole's pole length x0.5-2): per parameter the N variants fall one in
-each of N equal strata of log(multiplier), randomly paired across parameters. So every
+A set is a Latin hypercube over the whole space the engineer can ask for: each parameter's
+knob bounds (`Param.span`, as multipliers of the standard value; e.g. CartPole's half pole
+length 0.1-2 m, x0.2-4). Narrower spans make no test: a PPO policy trained on the standard
+CartPole alone balanced 100 % of variants with pole length x0.5-2, pole mass x0.5-3 and force
+x0.5-1.5, and 76 % over the knob bounds. Per parameter the N variants fall one in each of N
+equal strata of log(multiplier), randomly paired across parameters. So every
 parameter's range is covered evenly (each of `N_BINS` bins holds exactly N / N_BINS variants,
 which makes the per-parameter breakdown balanced) and joint extremes appear too. numpy's RNG
 only (``default_rng([seed, family index])``), never the training generator; the two splits of
@@ -47,18 +50,18 @@ class SetSpec:
 SPLITS: dict[str, SetSpec] = {
     HELDOUT: SetSpec(HELDOUT, seed=20261204, n=512, purpose="reported results only",
                      file_sha256={
-        "cartpole": "dbbd3aa58efc4c1dc5873ef1d51ea0d02849e47c10bf8c1774198cc4b343be43",
-        "acrobot": "114cb7d0bee8badd3b8f7d59534dfd4170996f03f7441bcb7ebd28c82c5a2d46",
-        "mountaincar": "0e75ec7ce4906db012cab3a8e7bb76c289346592b17eacd67a23ccf01d577243",
-        "pendulum": "ba36188b739275ef439b3b7da2acc4a6fa49a40d9bb509accc4d04213e402b75",
+        "cartpole": "860e5f0eea1f42f3f153695eba347b5222f76a90df7563481edadc9708376c81",
+        "acrobot": "969b08a8b279220c3eea5bf242dcc398c97e5cde632ff6df984302320a3fef55",
+        "mountaincar": "ca4a204c071cfd6ec5b7a9e2d28b40b593596a3b908bd6d4d52e3e21b59862bf",
+        "pendulum": "bbc1c1318a5d9df7d9caba9125377845e7d4d1a65e8e73800f6cd20506beeb85",
     }),
     VALIDATION: SetSpec(VALIDATION, seed=20261205, n=128,
                         purpose="the engineer's context and tuning",
                         file_sha256={
-        "cartpole": "39bef6b4c3dcb1365ec7a100fafdf592c0a5dd9e8c8be1c8eb6d4bbfd0ee5f65",
-        "acrobot": "82b4f83b75e77d440c27eddaaa5b1ddbb9f3a0af3ae37b81a40f6a27e63f4130",
-        "mountaincar": "d070ef3b187c6cc7182d37bc7a1c936d05be94923703c5e7044655a074ddcf19",
-        "pendulum": "a75c18fb49ceca932966d0077acc7792b6b30d1329543723cf6181798971a026",
+        "cartpole": "87f76b1574b692484a18af9ca68be60246524c55bbcd00f2fb4a158ccb9fe248",
+        "acrobot": "7a62ab3928c8589bde007ae06daa9b30a22496ee3cf8fc589c6ee9e7f438ae43",
+        "mountaincar": "472202dd04df28a9c2c74793c07e076818f0f8f4db4b3471a2efd86f445ec192",
+        "pendulum": "80f5820d9bc36ed7b560f9be008c16698b91c63faf958bd796575ffdbde06a72",
     }),
 }
 
