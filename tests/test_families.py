@@ -278,3 +278,28 @@ def test_knobs_are_described_and_bounded(name):
             k = env.config_space[f"{p.name}_{end}"]
             assert p.unit in k.description and k.low == p.low and k.high == p.high
             assert k.default == p.nominal
+
+
+def test_trainer_trains_a_family_and_evaluates_held_out_levels():
+    """The trainee contract, unchanged: `make_train` runs stages on a batch of physics
+    distributions (levels from a stage pool), with one compile for new distributions, and its
+    evaluator plays frozen variants through `reset_to_level`; `summarize` reads the result."""
+    from jaxenv.control.sets import VALIDATION, load_set, summarize
+    from policy import ActorCritic, Hparams, check_finite, evaluate, make_train
+
+    env = make("cartpole")
+    cs, net = env.config_space, ActorCritic(num_actions=2)
+    tr = make_train(env, net, Hparams(num_envs=16, num_steps=32, num_updates=2,
+                                      update_epochs=1, num_minibatches=2, pool_size=64))
+    d = cs.default()
+    runner = tr.init(jax.random.PRNGKey(0))
+    for i, v in enumerate((dict(d, length_max=1.0), dict(d, gravity_min=5.0, force_mag_max=20.0))):
+        runner, m = tr.train_stage(runner, cs.stack([d, v]), jax.random.PRNGKey(i))
+        check_finite(m)
+    assert tr.train_stage._cache_size() == 1
+    levels, meta = load_set("cartpole", VALIDATION)
+    res = evaluate(runner.params, levels, jax.random.PRNGKey(1), env=env, network=net)
+    s = summarize("cartpole", meta, res.metrics["success"], res.metrics["normalized_return"],
+                  res.outcome)
+    assert s["n"] == len(meta["values"]) and 0 <= s["success"] <= 100
+    assert abs(sum(s["outcomes"].values()) - 1) < 1e-6 and s["outcomes"]["nonfinite"] == 0
