@@ -1,5 +1,14 @@
-"""Classic-control environments whose physics parameters are a config pytree (gymnax's)."""
+"""Classic-control physics families: gymnax tasks whose physics the engineer redesigns.
+
+`make(name)` gives a family's environment (`jaxenv.control.family.ControlEnv`: config space
+over physics distributions, `generate`, `reset_to_level`, episode metrics); `sets` holds the
+frozen held-out and validation variants and their per-parameter breakdown. `CartPole` is the
+plain gymnax CartPole with an editable config of its fixed physics (one variant per config).
+"""
 
 from jaxenv.control.cartpole import CartPole, make_cartpole_space
+from jaxenv.control.family import ControlEnv, Family, Param
+from jaxenv.control.registry import NAMES, family, make
 
-__all__ = ["CartPole", "make_cartpole_space"]
+__all__ = ["NAMES", "CartPole", "ControlEnv", "Family", "Param", "family", "make",
+           "make_cartpole_space"]

@@ -1,0 +1,211 @@
+"""Physics families: env-steps/s of our environment vs raw gymnax at the same batch, one run.
+
+    python benchmarks/families.py --json benchmarks/results/families_cpu2.json
+    python benchmarks/families.py --quick                # fewer repeats, smaller batch
+
+Per family, B envs each with its own physics variant (drawn from a domain-randomisation
+config: every knob's full range) run a jitted ``lax.scan`` of 100 steps of
+``vmap(step)`` with uniformly random actions, auto-reset included:
+
+- ``raw``: gymnax's own ``step`` with a batch of per-env ``EnvParams`` (the variants' params,
+  every field an array [B], as a batch of gymnax params is);
+- ``ours`` (``steps_per_s``): what the trainee runs, `PoolReset(env).step`: each env restarts
+  on a random variant of a pool generated from its config (`jaxenv.levels.make_pool`), with
+  the non-finite guard and the episode bookkeeping;
+- ``ours_fresh``: `env.step`, every episode on a freshly generated variant.
+
+Where our time goes (``--explain``; benchmark-only wrappers, not library paths): the shared
+auto-reset (`jaxenv.wrappers.LevelReset`) splits the reset key once more than gymnax and
+`PoolParams.sample` draws the level index with ``randint``; on CPU these threefry calls cost
+more than a classic-control step. ``same_level``: `PoolReset` whose envs always restart on
+one level (no index draw); ``same_level_one_key``: the same without the extra key split (what
+a raw env with its params carried in its state costs).
+
+Every figure is the median of ``--repeats`` timed calls after a compile-and-warm-up call; the
+three kinds are timed in turn within each repeat, so load on the machine hits them alike.
+Each repeat uses new variants (new params, new pool), and ``recompiles_after_warmup`` counts
+the XLA compilations (`jaxenv.compiles.count_compiles`) over all timed repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxenv.batching import take
+from jaxenv.compiles import count_compiles
+from jaxenv.control import NAMES, make
+from jaxenv.control.family import ControlEnv
+from jaxenv.levels import PoolParams
+from jaxenv.wrappers import PoolReset
+
+STEPS = 100
+
+
+def dr_config(env: ControlEnv) -> Any:
+    """Domain randomisation: every parameter uniform over its knob bounds."""
+    cs = env.config_space
+    return cs.to_config({k.name: (k.low if k.name.endswith("_min") else k.high)
+                         for k in cs.knobs})
+
+
+def random_actions(env: ControlEnv, key: jax.Array, b: int) -> jax.Array:
+    if env.continuous:
+        return jax.random.uniform(key, (b, 1), minval=-2.0, maxval=2.0)
+    return jax.random.randint(key, (b, 1), 0, env.num_actions)
+
+
+class SameLevel(PoolReset):
+    """Restart on the first level of the env's slice (no level draw)."""
+
+    def sample_level(self, key: jax.Array, params: PoolParams) -> Any:
+        return take(params.pool, params.lo)
+
+
+class SameLevelOneKey(SameLevel):
+    """`SameLevel` whose reset does not split its key (the level needs none)."""
+
+    @partial(jax.jit, static_argnames=("self",))
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
+        return self._env.reset_to_level(key, self.sample_level(key, params), self.config(params))
+
+
+def make_runners(env: ControlEnv, b: int, pool_size: int,
+                 explain: bool = False) -> dict[str, Callable]:
+    """name -> jitted (key) -> checksum; each call draws new variants, then runs STEPS steps."""
+    raw, cfg = env.raw, dr_config(env)
+    gen = jax.vmap(env.generate, in_axes=(0, None))
+
+    def scan(step, carry0, key):
+        def body(carry, k):
+            ka, ks = jax.random.split(k)
+            return step(carry, random_actions(env, ka, b), jax.random.split(ks, b)), None
+        carry, _ = jax.lax.scan(body, carry0, jax.random.split(key, STEPS))
+        return carry
+
+    @jax.jit
+    def run_raw(key):
+        kv, kr, kk = jax.random.split(key, 3)
+        params = jax.vmap(env.family.env_params)(gen(jax.random.split(kv, b), cfg))
+        _, state = jax.vmap(raw.reset)(jax.random.split(kr, b), params)
+
+        def step(c, a, ks):
+            state, acc = c
+            act = a if env.continuous else a[:, 0]
+            obs, state, r, term, trunc, _ = jax.vmap(raw.step)(ks, state, act, params)
+            return state, acc + jnp.sum(r) + jnp.sum(obs[:, 0])
+        return scan(step, (state, jnp.float32(0)), kk)[1]
+
+    def pool_runner(pooled: PoolReset) -> Callable:
+        same = isinstance(pooled, SameLevel)  # each env keeps one level: its own
+
+        @jax.jit
+        def run_pooled(key):
+            kv, kr, kk = jax.random.split(key, 3)
+            pool = gen(jax.random.split(kv, pool_size), cfg)
+            lo = jnp.arange(b, dtype=jnp.int32) % pool_size if same else jnp.zeros(b, jnp.int32)
+            pp = PoolParams(cfg=jax.tree.map(lambda x: jnp.broadcast_to(x, (b,)), cfg),
+                            pool=pool, lo=lo, count=jnp.full(b, pool_size, jnp.int32))
+            axes = PoolParams.in_axes()
+            _, state = jax.vmap(pooled.reset, in_axes=(0, axes))(jax.random.split(kr, b), pp)
+
+            def step(c, a, ks):
+                state, acc = c
+                obs, state, r, term, trunc, _ = jax.vmap(
+                    pooled.step, in_axes=(0, 0, 0, axes))(ks, state, a, pp)
+                return state, acc + jnp.sum(r) + jnp.sum(obs[:, 0])
+            return scan(step, (state, jnp.float32(0)), kk)[1]
+        return run_pooled
+
+    @jax.jit
+    def run_fresh(key):
+        kr, kk = jax.random.split(key)
+        cfgs = jax.tree.map(lambda x: jnp.broadcast_to(x, (b,)), cfg)
+        _, state = jax.vmap(env.reset)(jax.random.split(kr, b), cfgs)
+
+        def step(c, a, ks):
+            state, acc = c
+            obs, state, r, term, trunc, _ = jax.vmap(env.step)(ks, state, a, cfgs)
+            return state, acc + jnp.sum(r) + jnp.sum(obs[:, 0])
+        return scan(step, (state, jnp.float32(0)), kk)[1]
+
+    runners = {"raw": run_raw, "ours": pool_runner(PoolReset(env)), "ours_fresh": run_fresh}
+    if explain:
+        runners["same_level"] = pool_runner(SameLevel(env))
+        runners["same_level_one_key"] = pool_runner(SameLevelOneKey(env))
+    return runners
+
+
+def bench_family(name: str, b: int, repeats: int, pool_size: int,
+                 explain: bool = False) -> dict[str, Any]:
+    env = make(name)
+    runners = make_runners(env, b, pool_size, explain)
+    t0 = time.perf_counter()
+    for f in runners.values():
+        jax.block_until_ready(f(jax.random.PRNGKey(0)))
+    compile_s = time.perf_counter() - t0
+    times: dict[str, list[float]] = {k: [] for k in runners}
+    with count_compiles() as c:
+        for r in range(repeats):
+            for kind, f in runners.items():
+                key = jax.random.PRNGKey(1 + r)
+                t = time.perf_counter()
+                out = jax.block_until_ready(f(key))
+                times[kind].append(time.perf_counter() - t)
+                if not np.isfinite(float(out)):
+                    raise RuntimeError(f"{name} {kind}: non-finite checksum")
+    rate = {k: b * STEPS / statistics.median(v) for k, v in times.items()}
+    extra = {f"{k}_steps_per_s": v for k, v in rate.items() if k.startswith("same_level")}
+    return {**extra, "steps_per_s": rate["ours"], "raw_steps_per_s": rate["raw"],
+            "fresh_steps_per_s": rate["ours_fresh"], "ratio": rate["ours"] / rate["raw"],
+            "fresh_ratio": rate["ours_fresh"] / rate["raw"], "recompiles_after_warmup": c.n,
+            "compile_and_warmup_s": compile_s, "batch": b, "steps": STEPS,
+            "repeats": repeats, "pool_size": pool_size}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", type=Path, default=None, help="write the results here")
+    ap.add_argument("--quick", action="store_true", help="B=512, 3 repeats (a smoke run)")
+    ap.add_argument("--batch", type=int, default=None, help="envs per batch (default 4096)")
+    ap.add_argument("--repeats", type=int, default=None, help="timed calls (default 7)")
+    ap.add_argument("--explain", action="store_true",
+                    help="also time the same_level kinds (where the overhead goes)")
+    ap.add_argument("--families", nargs="*", default=list(NAMES), choices=NAMES)
+    args = ap.parse_args(argv)
+    b = args.batch or (512 if args.quick else 4096)
+    repeats = args.repeats or (3 if args.quick else 7)
+    out: dict[str, Any] = {"families": {}, "meta": {
+        "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
+        "cpu_count": os.cpu_count(), "python": platform.python_version(),
+        "jax": jax.__version__, "quick": args.quick}}
+    for name in args.families:
+        res = bench_family(name, b, repeats, pool_size=1024, explain=args.explain)
+        out["families"][name] = res
+        print(f"{name:12s} ours {res['steps_per_s'] / 1e6:7.2f} M/s  raw "
+              f"{res['raw_steps_per_s'] / 1e6:7.2f} M/s  ratio {res['ratio']:.2f}  fresh "
+              f"{res['fresh_ratio']:.2f}  recompiles {res['recompiles_after_warmup']}  "
+              f"compile {res['compile_and_warmup_s']:.1f}s", flush=True)
+        for k in ("same_level", "same_level_one_key"):
+            if f"{k}_steps_per_s" in res:
+                print(f"{'':12s} {k}: {res[f'{k}_steps_per_s'] / res['raw_steps_per_s']:.2f}x raw")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
