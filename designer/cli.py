@@ -172,6 +172,14 @@ def print_table(results: list[Any], title: str) -> None:
 
     final = next((r.heldout for r in reversed(results) if r.heldout), None)
     t = Table(title=title)
+    if final and "mean_over_sizes" not in final:  # a control family: the robustness numbers
+        t.add_column("held-out set")
+        t.add_column("success %")
+        t.add_column("normalised return")
+        t.add_row(f"{final['family']} ({final['n']} variants, final stage)",
+                  f"{final['success']:.1f}", f"{final['normalized_return']:.3f}")
+        Console().print(t)
+        return
     t.add_column("model")
     for k in ("3", "4", "5"):
         t.add_column(f"{k} agents (valid / optimal %)")

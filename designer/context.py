@@ -202,12 +202,15 @@ class ContextBuilder:
     """Renders a `Context` into chat messages within a token budget (module docstring)."""
 
     def __init__(self, modules: str | Sequence[str] = DEFAULT_MODULES, *,
-                 guidelines: str | Path | None = None, history_k: int = 3,
+                 guidelines: str | Path | Sequence[str | Path] | None = None,
+                 history_k: int = 3,
                  history_round0: bool = False, n_traj: int = 3,
                  token_budget: int = 1600,
                  count_tokens: Callable[[list[dict[str, str]]], int] | None = None):
         self.modules = parse_modules(modules)
-        self.guidelines = Path(guidelines or PROMPTS / "guidelines.md").read_text().strip()
+        files = guidelines or PROMPTS / "guidelines.md"
+        files = [files] if isinstance(files, str | Path) else list(files)
+        self.guidelines = "\n\n".join(Path(f).read_text().strip() for f in files)
         self.history_k, self.n_traj, self.token_budget = history_k, n_traj, token_budget
         self.history_round0 = history_round0
         self.count_tokens = count_tokens or approx_tokens

@@ -117,10 +117,11 @@ class RulesEngineer:
     """A hand-written curriculum driven by F (and the fallback when an LLM fails).
 
     What moves is the task's `designer.tasks.Curriculum` (data, so this engineer knows no
-    family): training success above `high` makes every `harder` knob one step harder, below
-    `low` one step easier; in between, the `follow` simplex knob's weights move halfway toward
-    where the validation split fails; then each cause rule whose causes are over its share of
-    the failures moves its knob. The result is projected onto the space.
+    family): training success above `high` makes every `harder` knob one step harder and widens
+    every range, below `low` one step easier and narrower; in between, the `follow` simplex
+    knob's weights move halfway toward where the validation split fails; then each cause rule
+    whose causes are over its share of the failures moves its knob. The result is projected
+    onto the space.
     """
 
     name = "rules"
@@ -150,6 +151,14 @@ class RulesEngineer:
                     edit[name] = list(x / max(x.sum(), 1e-12))
                 else:
                     edit[name] = (x + sign * step).tolist()
+            for lo, hi, step in cu.ranges:
+                if not (editable(lo) and editable(hi)):
+                    continue
+                a, b = sorted((float(cur[lo]), float(cur[hi])))
+                a, b = a - sign * step, b + sign * step
+                if a > b:  # narrowed past a point: pin the middle
+                    a = b = 0.5 * (a + b)
+                edit[lo], edit[hi] = a, b
             why.append(f"training success {p:.0%} is {'high' if sign > 0 else 'low'}: "
                        + (cu.what if sign > 0 else f"the opposite of {cu.what}"))
         elif f is not None and cu.follow and editable(cu.follow):

@@ -331,7 +331,7 @@ class ClosedLoop:
         return {"stage": r.stage, "env_steps": r.env_steps, "times": r.times, "last": r.last,
                 "train_success": r.train["success_rate"],
                 "validation_overall": r.validation["overall"],
-                "validation_by_agents": r.validation["mean_over_sizes"],
+                "validation_by_agents": r.validation.get("mean_over_sizes"),
                 "heldout_overall": held.get("overall"),
                 "heldout_by_agents": held.get("mean_over_sizes"), "values": r.values,
                 "choice": {k: v for k, v in r.choice.items() if k != "next_values"}}

@@ -12,6 +12,9 @@
 - `stage_time.png`: where a stage's time goes (training, validation, held-out evaluation, the
   engineer's proposal, verification), per engineer.
 
+Runs on a control family get their own report (`designer.report_control`: the robustness
+table, a success heatmap over two parameters, the training ranges per stage).
+
 Verification rollouts are reported apart from the training budget. Every number of the
 held-out table comes from the held-out split, which no engineer reads.
 """
@@ -251,6 +254,18 @@ def plots(runs: list[Run], out: Path) -> list[str]:
     plt.close(fig)
     names.append("failures.png")
 
+    names.append(stage_time_plot(groups, out))
+    return names
+
+
+def stage_time_plot(groups: dict[str, list[Run]], out: Path) -> str:
+    """`stage_time.png`: mean seconds per stage and phase, per engineer (any family)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(groups)
     fig, ax = plt.subplots(figsize=(max(5, 1.4 * n + 2), 3.6))
     bottom = np.zeros(n)
     for p in PHASES:
@@ -265,8 +280,7 @@ def plots(runs: list[Run], out: Path) -> list[str]:
     fig.tight_layout()
     fig.savefig(out / "stage_time.png", dpi=110)
     plt.close(fig)
-    names.append("stage_time.png")
-    return names
+    return "stage_time.png"
 
 
 def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str = "EnvEngineer",
@@ -275,6 +289,10 @@ def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str = "E
     runs = [load_run(d) for d in run_dirs]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if runs[0].settings.get("env", "mapf") != "mapf":  # a control family: robustness report
+        from designer.report_control import write_control_report
+
+        return write_control_report(runs, out, title=title, command=command)
     pngs = plots(runs, out)
     s0 = runs[0].settings
     lines = [f"# {title}", ""]

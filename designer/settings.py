@@ -10,7 +10,7 @@ Unknown keys and out-of-range values fail with a pydantic error naming the field
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -123,16 +123,21 @@ class RunSettings(Strict):
             raise ValueError(f"unknown environment {v!r} (known: {', '.join(TASKS)})")
         return v
 
-    @model_validator(mode="after")
-    def _family_trainee_defaults(self) -> RunSettings:
+    @model_validator(mode="before")
+    @classmethod
+    def _family_trainee_defaults(cls, data: Any) -> Any:
+        """A family's trainee defaults fill the trainee fields the run does not set."""
+        if not isinstance(data, dict):
+            return data
         from designer.tasks import TRAINEE_DEFAULTS
 
-        t = self.trainee
-        update = {k: v for k, v in TRAINEE_DEFAULTS.get(self.env, {}).items()
-                  if k not in t.model_fields_set}
-        if update:
-            self.trainee = TraineeSettings.model_validate({**t.model_dump(), **update})
-        return self
+        defaults = TRAINEE_DEFAULTS.get(data.get("env", "mapf"), {})
+        if not defaults:
+            return data
+        t = data.get("trainee", {})
+        if isinstance(t, TraineeSettings):
+            t = {k: getattr(t, k) for k in t.model_fields_set}
+        return {**data, "trainee": {**defaults, **dict(t)}}
 
     @field_validator("guidelines")
     @classmethod

@@ -16,11 +16,36 @@ def _mapf(settings: Any) -> Task:
     return mapf_task(settings)
 
 
-TASKS: dict[str, Callable[[Any], Task]] = {"mapf": _mapf}
+def _control(name: str) -> Callable[[Any], Task]:
+    def build(settings: Any) -> Task:
+        from designer.tasks.control import control_task
+
+        return control_task(name, settings)
+    return build
+
+
+def _control_names() -> tuple[str, ...]:
+    from jaxenv.control.registry import NAMES
+
+    return NAMES
+
+
+TASKS: dict[str, Callable[[Any], Task]] = {"mapf": _mapf,
+                                           **{n: _control(n) for n in _control_names()}}
+
+
+def _trainee_defaults(name: str) -> dict[str, Any]:
+    if name == "mapf":
+        return {}
+    from designer.tasks.control import CONTINUOUS_DEFAULTS, TRAINEE_DEFAULTS
+    from jaxenv.control.registry import family
+
+    return CONTINUOUS_DEFAULTS if family(name).continuous else TRAINEE_DEFAULTS
+
 
 # Trainee settings a family needs unless the run sets them (`RunSettings` applies them when it
 # is built, so run.json holds the values the run used and a resume reads the same).
-TRAINEE_DEFAULTS: dict[str, dict[str, Any]] = {"mapf": {}}
+TRAINEE_DEFAULTS: dict[str, dict[str, Any]] = {n: _trainee_defaults(n) for n in TASKS}
 
 
 def make_task(settings: Any) -> Task:

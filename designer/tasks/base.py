@@ -58,6 +58,9 @@ class Curriculum:
 
     harder: Mapping[str, float]
     follow: str | None = None
+    # (low knob, high knob, step): a range drawn from per episode; harder widens it by `step`
+    # at each end, easier narrows it (either order of the two values reads as the same range)
+    ranges: tuple[tuple[str, str, float], ...] = ()
     rules: tuple[CauseRule, ...] = ()
     what: str = "levels"  # how the rationale names what gets harder ("larger maps, more holes")
 
@@ -75,7 +78,7 @@ class Task:
     failures: Callable[[Any, Mapping[str, float], int], Failures]  # (validation, train, seed)
     headline: Callable[[Mapping[str, Any]], dict[str, float]]  # a table's to_dict -> numbers
     markdown: Callable[[Any, str], str]  # (table, title) -> the task's table in markdown
-    guidelines: Path  # G: the shipped design guidelines of the family
+    guidelines: Path | tuple[Path, ...]  # G: the family's shipped guidelines (files, joined)
     curriculum: Curriculum
     targets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # verification coverage
     describe: str = ""  # one line: what the family is

@@ -254,6 +254,11 @@ class ControlEnv(environment.Environment):
         return self.family.continuous
 
     @property
+    def action_dim(self) -> int:
+        """Size of a continuous action (the trainee's Gaussian head); 0: discrete actions."""
+        return 1 if self.continuous else 0
+
+    @property
     def default_params(self) -> Any:
         return self.config_space.to_config()
 

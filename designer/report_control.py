@@ -1,0 +1,252 @@
+"""The report of runs on a control family (CartPole, Pendulum, ...): the robustness table.
+
+`write_control_report(runs, out)` (called by `designer.report.write_report` for runs whose
+`env` is a control family) writes `report.md` and:
+
+- the held-out robustness table of each engineer's final stage: success % and mean normalised
+  return over the family's frozen held-out variants (mean ± std over seeds), and per engineer
+  the success % per parameter bin;
+- `heldout_curve.png`: held-out success % against training env steps and wall time;
+- `heatmap.png`: held-out success over two parameters (4 x 4 bins of the held-out variants),
+  per engineer; the two parameters are those whose bins' success varies most over all runs;
+- `ranges.png`: the training range of every parameter per stage (as a share of its knob
+  bounds), per engineer: what the engineer did to the physics;
+- `endings.png`: how validation episodes ended per stage, per engineer;
+- `stage_time.png`: where a stage's time goes.
+
+Every number of the tables comes from the held-out set, which no engineer reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from designer.report import PANELS_PER_ROW, Run, _ms, group, stage_time_plot, time_table
+from jaxenv.control.registry import family
+from jaxenv.control.sets import HELDOUT, N_BINS, bin_edges, load_arrays
+
+
+def _finals(rs: list[Run]) -> list[dict[str, Any]]:
+    return [r.final for r in rs if r.final is not None]
+
+
+def summary_table(runs: list[Run]) -> list[str]:
+    rows = ["| engineer | seeds | success % | normalised return | train env steps | "
+            "verification episodes |", "|---|---|---|---|---|---|"]
+    for label, rs in group(runs).items():
+        f = _finals(rs)
+        steps = np.mean([r.stages[-1]["env_steps"] for r in rs])
+        ver = sum(sum(s["times"].get("verify_episodes", 0) for s in r.stages) for r in rs)
+        rows.append(f"| **{label}** | {len(rs)} | {_ms([x['success'] for x in f])} | "
+                    f"{_ms([x['normalized_return'] for x in f])} | {steps:,.0f} | "
+                    f"{ver // max(len(rs), 1):,} per run |")
+    return rows
+
+
+def bin_tables(runs: list[Run], name: str) -> list[str]:
+    fam = family(name)
+    out = []
+    for label, rs in group(runs).items():
+        f = _finals(rs)
+        if not f:
+            continue
+        out += [f"#### {label}: held-out success % by parameter bin ({len(f)} seed(s))", "",
+                "| parameter | " + " | ".join(f"bin {b + 1}" for b in range(N_BINS)) + " |",
+                "|---" * (N_BINS + 1) + "|"]
+        for p in fam.params:
+            rows = f[0]["by_param"][p.name]
+            cells = [f"{rows[b]['value_lo']:.3g}-{rows[b]['value_hi']:.3g}: "
+                     f"{_ms([x['by_param'][p.name][b]['success'] for x in f])}"
+                     for b in range(len(rows))]
+            out.append(f"| {p.name} ({p.unit}) | " + " | ".join(cells) + " |")
+        out.append("")
+    return out
+
+
+def _bins(name: str) -> np.ndarray:
+    """[N, K] bin index of every held-out variant per parameter."""
+    mult = load_arrays(name, HELDOUT)["multipliers"]
+    fam = family(name)
+    idx = np.zeros(mult.shape, int)
+    for k, p in enumerate(fam.params):
+        e = bin_edges(name, p.name)
+        idx[:, k] = np.clip(np.searchsorted(e, mult[:, k], side="right") - 1, 0, N_BINS - 1)
+    return idx
+
+
+def heatmap_params(runs: list[Run], name: str) -> tuple[int, int]:
+    """The two parameters whose bins' held-out success varies most over all final stages."""
+    fam = family(name)
+    spread = []
+    for p in fam.params:
+        s = [row["success"] for r in runs if r.final for row in r.final["by_param"][p.name]]
+        spread.append(float(np.nanstd(s)) if s else 0.0)
+    a, b = np.argsort(spread)[::-1][:2]
+    return int(min(a, b)), int(max(a, b))
+
+
+def plots(runs: list[Run], out: Path, name: str) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fam = family(name)
+    groups = group(runs)
+    n = len(groups)
+    cols, rows = min(n, PANELS_PER_ROW), -(-n // PANELS_PER_ROW)
+    names = []
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    for ax, x, xl in ((axes[0], "env_steps", "training env steps"),
+                      (axes[1], "train_s", "training wall time (s)")):
+        for label, rs in groups.items():
+            xs, ys = [], []
+            for r in rs:
+                pts = [(s, h) for s, h in zip(r.stages, r.heldout) if h is not None]
+                wall = np.cumsum([s["times"]["train"] for s in r.stages])
+                xs.append(np.array([s["env_steps"] if x == "env_steps" else wall[s["stage"]]
+                                    for s, _ in pts], float))
+                ys.append(np.array([h["success"] for _, h in pts]))
+            m = min(len(y) for y in ys)
+            y = np.stack([v[:m] for v in ys])
+            xm = np.mean(np.stack([v[:m] for v in xs]), 0)
+            ax.plot(xm, y.mean(0), marker="o", ms=3, label=f"{label} (n={len(rs)})")
+            ax.fill_between(xm, y.mean(0) - y.std(0), y.mean(0) + y.std(0), alpha=0.15)
+        ax.set_xlabel(xl)
+        ax.set_ylim(0, 100)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(f"held-out success % ({fam.gym_id} variants)")
+    axes[1].legend(fontsize=8)
+    fig.suptitle(f"{fam.gym_id}, held-out physics variants: success % during training",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / "heldout_curve.png", dpi=110)
+    plt.close(fig)
+    names.append("heldout_curve.png")
+
+    i, j = heatmap_params(runs, name)
+    idx = _bins(name)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.4 * rows), squeeze=False)
+    flat = axes.reshape(-1)
+    for ax in flat[n:]:
+        ax.axis("off")
+    ei, ej = (bin_edges(name, fam.params[k].name) * fam.params[k].nominal for k in (i, j))
+    im = None
+    for ax, (label, rs) in zip(flat, groups.items()):
+        succ = np.mean([np.asarray(r.final["per_variant"]["success"], float)
+                        for r in rs if r.final], 0)
+        grid = np.full((N_BINS, N_BINS), np.nan)
+        for a in range(N_BINS):
+            for b in range(N_BINS):
+                m = (idx[:, i] == a) & (idx[:, j] == b)
+                if m.any():
+                    grid[b, a] = 100 * succ[m].mean()
+        im = ax.imshow(grid, origin="lower", vmin=0, vmax=100, cmap="viridis", aspect="auto")
+        for a in range(N_BINS):
+            for b in range(N_BINS):
+                if grid[b, a] == grid[b, a]:
+                    ax.text(a, b, f"{grid[b, a]:.0f}", ha="center", va="center", fontsize=7,
+                            color="w" if grid[b, a] < 60 else "k")
+        ax.set_xticks(range(N_BINS), [f"{ei[k]:.3g}-{ei[k + 1]:.3g}" for k in range(N_BINS)],
+                      fontsize=6, rotation=20)
+        ax.set_yticks(range(N_BINS), [f"{ej[k]:.3g}-{ej[k + 1]:.3g}" for k in range(N_BINS)],
+                      fontsize=6)
+        ax.set_xlabel(f"{fam.params[i].name} ({fam.params[i].unit})", fontsize=8)
+        ax.set_ylabel(f"{fam.params[j].name} ({fam.params[j].unit})", fontsize=8)
+        ax.set_title(f"{label}: held-out success %", fontsize=8)
+    if im is not None:
+        fig.colorbar(im, ax=list(flat[:n]), shrink=0.8)
+    fig.savefig(out / "heatmap.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    names.append("heatmap.png")
+
+    fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.2 * rows), squeeze=False,
+                             sharey=True)
+    flat = axes.reshape(-1)
+    for ax in flat[n:]:
+        ax.axis("off")
+    for ax, (label, rs) in zip(flat, groups.items()):
+        r = rs[0]
+        for k, p in enumerate(fam.params):
+            lo = np.array([min(s["values"][f"{p.name}_min"], s["values"][f"{p.name}_max"])
+                           for s in r.stages])
+            hi = np.array([max(s["values"][f"{p.name}_min"], s["values"][f"{p.name}_max"])
+                           for s in r.stages])
+            span = p.high - p.low
+            xs = np.arange(len(lo)) + 0.08 * (k - len(fam.params) / 2)
+            ax.vlines(xs, (lo - p.low) / span, (hi - p.low) / span, lw=3,
+                      color=f"C{k}", label=p.name)
+            ax.plot(xs, (lo - p.low) / span, "_", color=f"C{k}")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("stage")
+        ax.set_title(f"{label}: training ranges (seed {r.settings['seed']})", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("range within the knob bounds (0 low, 1 high)", fontsize=7)
+    flat[n - 1].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out / "ranges.png", dpi=110)
+    plt.close(fig)
+    names.append("ranges.png")
+
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False,
+                             sharey=True)
+    flat = axes.reshape(-1)
+    for ax in flat[n:]:
+        ax.axis("off")
+    for ax, (label, rs) in zip(flat, groups.items()):
+        st = min(len(r.validation) for r in rs)
+        shares = np.mean([[[v["failures"]["endings"].get(o, 0.0) for o in fam.outcomes]
+                           for v in r.validation[:st]] for r in rs], 0)
+        bottom = np.zeros(st)
+        for c, o in enumerate(fam.outcomes):
+            ax.bar(range(st), 100 * shares[:, c], bottom=bottom, label=o)
+            bottom += 100 * shares[:, c]
+        ax.set_title(f"{label}: validation endings", fontsize=8)
+        ax.set_xlabel("stage")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0, 0].set_ylabel("% of validation episodes")
+    flat[n - 1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "endings.png", dpi=110)
+    plt.close(fig)
+    names.append("endings.png")
+    names.append(stage_time_plot(groups, out))
+    return names
+
+
+def write_control_report(runs: list[Run], out: Path, *, title: str,
+                         command: str | None) -> Path:
+    """`report.md` and its PNGs for runs of one control family (module docstring)."""
+    name = runs[0].settings["env"]
+    if any(r.settings["env"] != name for r in runs):
+        raise ValueError("a report covers one environment family; got "
+                         f"{sorted({r.settings['env'] for r in runs})}")
+    fam = family(name)
+    pngs = plots(runs, out, name)
+    s0 = runs[0].settings
+    n_held = len(runs[0].final["per_variant"]["success"]) if runs[0].final else 0
+    lines = [f"# {title}", ""]
+    if command:
+        lines += [f"Command: `{command}`", ""]
+    lines += [f"{fam.gym_id}, {len(runs)} run(s); budget per run: {s0['stages']} stages x "
+              f"{s0['stage_steps']:,} env steps (training), the same for every engineer. "
+              "Verification rollouts are counted apart.", "",
+              f"## Held-out physics variants ({n_held}, never read by any engineer): "
+              "final stage", "",
+              f"Success: return >= {fam.success_threshold:g}. Normalised return: 0 at "
+              f"{fam.return_range[0]:g}, 1 at {fam.return_range[1]:g}. Mean ± std over seeds.",
+              "", *summary_table(runs), "", *bin_tables(runs, name),
+              "## Time per stage", "", *time_table(runs), "",
+              *[f"![{p}]({p})" for p in pngs], "",
+              "## Runs", "", *[f"- `{r.path}`: {r.label}, seed {r.settings['seed']}, "
+                              f"{len(r.stages)} stage(s)" for r in runs], ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines))
+    return path

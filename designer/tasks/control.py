@@ -1,0 +1,53 @@
+"""A physics family (jaxenv.control: CartPole, Acrobot, MountainCar, Pendulum, ...) as a `Task`.
+
+The engineer edits the training distribution of the physics (per parameter a `_min` and a
+`_max` knob); validation and the held-out numbers come from the family's frozen sets of physics
+variants (`jaxenv.control.validator`). The rules engineer's curriculum widens every range one
+step when training succeeds, narrows it when training fails.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from designer.context import PROMPTS
+from designer.tasks.base import Curriculum, Task
+from jaxenv.control.registry import family, make
+from jaxenv.control.sets import HELDOUT, VALIDATION
+from jaxenv.control.validator import control_failures, headline, load_validator, markdown
+
+FAMILY_PROMPTS = PROMPTS / "families"
+
+# What a control family's trainee needs by default (PureJaxRL's classic-control PPO): long
+# rollouts, several epochs, a larger learning rate, no entropy bonus.
+TRAINEE_DEFAULTS: dict[str, Any] = {
+    "num_envs": 256, "num_steps": 128, "update_epochs": 4, "num_minibatches": 4,
+    "pool_size": 256, "lr": 2.5e-3, "ent_coef": 0.0, "hidden": 64}
+# Pendulum (continuous torque) learns with a smaller step and more data per update.
+CONTINUOUS_DEFAULTS: dict[str, Any] = {**TRAINEE_DEFAULTS, "lr": 1e-3, "num_envs": 512,
+                                       "pool_size": 512}
+
+
+def curriculum(name: str) -> Curriculum:
+    """Harder: every parameter's range one step (a tenth of its knob bounds) wider."""
+    ranges = tuple((f"{p.name}_min", f"{p.name}_max", 0.1 * (p.high - p.low))
+                   for p in family(name).params)
+    return Curriculum(harder={}, ranges=ranges, what="wider physics ranges")
+
+
+def guideline_files(name: str) -> tuple:
+    own = FAMILY_PROMPTS / f"{name.replace(':', '_')}.md"
+    return tuple(p for p in (own, FAMILY_PROMPTS / "control.md") if p.is_file())
+
+
+def control_task(name: str, settings: Any) -> Task:
+    """The control family `name` as a `Task` (MAPF's capacity and rule settings do not apply)."""
+    env = make(name)
+    fam = family(name)
+    return Task(name=name, env=env, space=env.config_space,
+                validator=load_validator(name, VALIDATION), heldout=load_validator(name, HELDOUT),
+                eval_cfg=env.default_params,
+                failures=lambda val, train, seed: control_failures(val, train, seed=seed),
+                headline=headline, markdown=markdown, guidelines=guideline_files(name),
+                curriculum=curriculum(name),
+                describe=f"{fam.gym_id} with its physics drawn from an edited distribution")
