@@ -59,6 +59,8 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "max-steps": ("capacity.max_steps", int, "longest episode"),
     "envs": ("trainee.num_envs", int, "parallel environments"),
     "hidden": ("trainee.hidden", int, "width of the actor-critic"),
+    "critic": ("trainee.critic", str, "ippo (per-agent value) or mappo (central critic)"),
+    "mixer": ("trainee.mixer", str, "none, or attention (agents see each other)"),
     "goal-rule": ("task.goal_rule", str, "plan (default: an episode is a whole plan) or freeze"),
     "soc-cost": ("task.soc_cost", float, "reward weight of the verifier's sum of costs"),
     "makespan-cost": ("task.makespan_cost", float, "reward weight of the verifier's makespan"),
