@@ -1,0 +1,138 @@
+"""Our PPO trainee against brax's own PPO on the same Brax env and budget, side by side.
+
+    python benchmarks/brax_ppo_compare.py --env-steps 300000 --json benchmarks/results/brax_ppo.json
+
+Both train on brax's inverted_pendulum (generalized backend, standard physics) for the same
+number of env steps; each reports its evaluation return (deterministic policy, fresh episodes of
+1,000 steps) against env steps and wall time, in one process, one after the other. Ours is
+`policy.make_train` on the physics family `brax:inverted_pendulum` (`jaxenv.control`) pinned at
+the standard physics, with the Gaussian head; theirs is `brax.training.agents.ppo.train` with
+the hyperparameters of brax's own inverted_pendulum example. The shim for
+`jax.device_put_replicated` (removed in jax 0.10, still called by brax 0.14's trainer) lives
+here, in the benchmark, not in the library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+FAMILY = "brax:inverted_pendulum"
+
+
+def _shim_device_put_replicated() -> None:
+    """brax 0.14's PPO calls jax.device_put_replicated, gone in jax 0.10: stack per device."""
+    if hasattr(jax, "device_put_replicated"):
+        return
+
+    def device_put_replicated(x: Any, devices: list) -> Any:
+        stacked = jax.tree.map(lambda a: jnp.stack([jnp.asarray(a)] * len(devices)), x)
+        sharding = jax.sharding.PositionalSharding(devices) if len(devices) > 1 else None
+        return stacked if sharding is None else jax.device_put(stacked, sharding)
+
+    jax.device_put_replicated = device_put_replicated
+
+
+def run_brax(env_steps: int, seed: int) -> dict[str, Any]:
+    _shim_device_put_replicated()
+    from brax import envs
+    from brax.training.agents.ppo import train as ppo
+
+    env = envs.get_environment("inverted_pendulum", backend="generalized")
+    points: list[tuple[int, float, float]] = []
+    t0 = time.perf_counter()
+
+    def progress(step: int, metrics: dict) -> None:
+        points.append((int(step), float(metrics["eval/episode_reward"]),
+                       time.perf_counter() - t0))
+
+    # brax's example config for inverted_pendulum (brax/training/learner notebook)
+    ppo.train(environment=env, num_timesteps=env_steps, num_evals=10, reward_scaling=10.0,
+              episode_length=1000, normalize_observations=True, action_repeat=1,
+              unroll_length=5, num_minibatches=32, num_updates_per_batch=4, discounting=0.97,
+              learning_rate=3e-4, entropy_cost=1e-2, num_envs=2048, batch_size=1024,
+              seed=seed, progress_fn=progress)
+    return {"curve": [{"env_steps": s, "return": r, "wall_s": w} for s, r, w in points],
+            "wall_s": time.perf_counter() - t0}
+
+
+def run_ours(env_steps: int, seed: int, stages: int) -> dict[str, Any]:
+    from jaxenv.control.registry import make
+    from policy import ActorCritic, Hparams, check_finite, make_train
+
+    env = make(FAMILY)
+    hp = Hparams(num_envs=256, num_steps=64, num_updates=1, update_epochs=4,
+                 num_minibatches=4, pool_size=256, lr=3e-4, ent_coef=0.0, gamma=0.97)
+    per_stage = env_steps // stages
+    hp = dataclasses.replace(hp, num_updates=max(1, per_stage // (hp.num_envs * hp.num_steps)))
+    tr = make_train(env, ActorCritic(action_dim=env.action_dim, hidden=64), hp)
+    cfg = env.config_space.to_config()  # the standard physics, pinned
+    levels = env.config_space.as_batch(cfg)
+    runner = tr.init(jax.random.PRNGKey(seed))
+    points = []
+    t0 = time.perf_counter()
+    for k in range(stages):
+        runner, metrics = tr.train_stage(runner, cfg, jax.random.PRNGKey(100 + k))
+        check_finite(metrics)
+        res = tr.evaluate(runner.params, levels, jax.random.PRNGKey(7), n_per_config=32)
+        points.append({"env_steps": int(runner.env_steps),
+                       "return": float(np.mean(np.asarray(res.metrics["return"]))),
+                       "wall_s": time.perf_counter() - t0})
+    return {"curve": points, "wall_s": time.perf_counter() - t0}
+
+
+def plot(rows: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    for name, r in rows.items():
+        c = r["curve"]
+        for ax, x in zip(axes, ("env_steps", "wall_s")):
+            ax.plot([p[x] for p in c], [p["return"] for p in c], marker="o", ms=3, label=name)
+    axes[0].set_xlabel("env steps")
+    axes[1].set_xlabel("wall time (s, compile included)")
+    axes[0].set_ylabel("evaluation return (max 1,000)")
+    axes[1].legend()
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.suptitle("brax inverted_pendulum: our PPO vs brax PPO, same env steps", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--env-steps", type=int, default=300_000)
+    p.add_argument("--stages", type=int, default=10, help="evaluation points of ours")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path)
+    a = p.parse_args(argv)
+    rows = {"ours (policy.make_train)": run_ours(a.env_steps, a.seed, a.stages),
+            "brax PPO": run_brax(a.env_steps, a.seed)}
+    out = {"env": FAMILY, "env_steps": a.env_steps, "seed": a.seed,
+           "devices": str(jax.devices()), "rows": rows}
+    for name, r in rows.items():
+        c = r["curve"]
+        print(f"{name}: final return {c[-1]['return']:.1f} at {c[-1]['env_steps']:,} steps, "
+              f"{r['wall_s']:.0f} s")
+    if a.json:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(json.dumps(out, indent=2))
+        plot(rows, a.json.with_suffix(".png"))
+    return out
+
+
+if __name__ == "__main__":
+    main()
