@@ -20,16 +20,13 @@ gave NaN within 50 steps (the issue's finding); the non-finite guard covers what
 
 from __future__ import annotations
 
-import copy
-import functools
 from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import struct
-from gymnax.environments import spaces
 
+from jaxenv.control.brax_family import BACKEND, BraxRaw, BraxRawState, brax_env
 from jaxenv.control.family import (
     NONFINITE,
     TIME_LIMIT,
@@ -40,7 +37,7 @@ from jaxenv.control.family import (
     range_config_class,
 )
 
-BACKEND = "generalized"
+ENV = "inverted_pendulum"
 HORIZON = 1000
 CART, POLE = 0, 1  # link indices (brax's inverted_pendulum.xml: cart, pole)
 PARAMS = (
@@ -57,64 +54,9 @@ PARAMS = (
 OUTCOMES = (TIME_LIMIT, "angle", NONFINITE)
 
 
-@functools.cache
-def _brax_env() -> Any:
-    from brax import envs
-
-    return envs.get_environment("inverted_pendulum", backend=BACKEND)
-
-
-@struct.dataclass
-class BraxRawState:
-    """A brax env's state in gymnax's shape (time counted here, as gymnax envs do)."""
-
-    pipeline_state: Any
-    obs: jax.Array
-    time: jax.Array
-
-
-class BraxRaw:
-    """brax's inverted pendulum as a gymnax-shaped raw env whose params are a brax ``System``:
-    each call runs brax's own ``reset`` / ``step`` on a copy of the env holding that system."""
-
-    num_actions = 1
-
-    def __init__(self) -> None:
-        self.env = _brax_env()
-
-    @property
-    def default_params(self) -> Any:
-        return self.env.sys
-
-    def _with(self, sys: Any) -> Any:
-        env = copy.copy(self.env)
-        env.sys = sys
-        return env
-
-    def reset_env(self, key: jax.Array, sys: Any) -> tuple[jax.Array, BraxRawState]:
-        st = self._with(sys).reset(key)
-        return st.obs, BraxRawState(st.pipeline_state, st.obs, jnp.int32(0))
-
-    def step_env(self, key: jax.Array, state: BraxRawState, action: jax.Array, sys: Any):
-        from brax.envs.base import State
-
-        zero = jnp.float32(0.0)
-        st = State(pipeline_state=state.pipeline_state, obs=state.obs, reward=zero, done=zero,
-                   metrics={}, info={"time_out": zero})
-        st = self._with(sys).step(st, jnp.reshape(action, (1,)))
-        new = BraxRawState(st.pipeline_state, st.obs, state.time + 1)
-        return st.obs, new, jnp.asarray(st.reward, jnp.float32), st.done > 0, {}
-
-    def get_obs(self, state: BraxRawState) -> jax.Array:
-        return state.obs
-
-    def observation_space(self, params: Any) -> spaces.Box:
-        return spaces.Box(-jnp.inf, jnp.inf, (4,), jnp.float32)
-
-
 def build_level(v: Mapping[str, jax.Array]) -> Any:
     """Drawn values -> the variant's brax ``System`` (inertia tensors scaled with the masses)."""
-    sys = _brax_env().sys
+    sys = brax_env(ENV).sys
     mass0 = sys.link.inertia.mass
     mass = mass0.at[POLE].set(v["pole_mass"]).at[CART].set(v["cart_mass"])
     inertia = sys.link.inertia.i * (mass / mass0)[:, None, None]
@@ -122,7 +64,7 @@ def build_level(v: Mapping[str, jax.Array]) -> Any:
         "link.inertia.mass": mass,
         "link.inertia.i": inertia,
         "actuator.gear": sys.actuator.gear.at[0].set(v["gear"]),
-        "gravity": jnp.stack([jnp.float32(0), jnp.float32(0), -v["gravity"]]),
+        "gravity": sys.gravity.at[2].set(-v["gravity"]),
         "dof.damping": sys.dof.damping.at[POLE].set(v["hinge_damping"]),
     })
 
@@ -132,7 +74,7 @@ def _cause(state: BraxRawState, sys: Any) -> jax.Array:
 
 
 def _raw() -> BraxRaw:
-    return BraxRaw()
+    return BraxRaw(ENV)
 
 
 BraxInvertedPendulumLevel = level_class("BraxInvertedPendulum", PARAMS, __name__)

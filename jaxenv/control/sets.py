@@ -53,6 +53,8 @@ HELDOUT_SHA256 = {  # of each family's shipped heldout file
     "mountaincar": "ca4a204c071cfd6ec5b7a9e2d28b40b593596a3b908bd6d4d52e3e21b59862bf",
     "pendulum": "bbc1c1318a5d9df7d9caba9125377845e7d4d1a65e8e73800f6cd20506beeb85",
     "brax:inverted_pendulum": "d65a1b4b6b97d4c9adf0845b9218ee5943dbecf27c1b4b4a15aca8a2613249e9",
+    "brax:inverted_double_pendulum":
+        "59f54b7529132b097f046ec35b2699e8a45f61a706c147f9c44634677332ce50",
 }
 VALIDATION_SHA256 = {  # of each family's shipped validation file
     "cartpole": "87f76b1574b692484a18af9ca68be60246524c55bbcd00f2fb4a158ccb9fe248",
@@ -60,6 +62,8 @@ VALIDATION_SHA256 = {  # of each family's shipped validation file
     "mountaincar": "472202dd04df28a9c2c74793c07e076818f0f8f4db4b3471a2efd86f445ec192",
     "pendulum": "80f5820d9bc36ed7b560f9be008c16698b91c63faf958bd796575ffdbde06a72",
     "brax:inverted_pendulum": "0c1154075a70e5abcccdb792c17ba7c93815f37ad9c4a12c543d451ceb210055",
+    "brax:inverted_double_pendulum":
+        "053a1721476f79e1e6b9404dfea9d3a7702d7e2cd688fd068864c19fe0d90e33",
 }
 SPLITS: dict[str, SetSpec] = {
     HELDOUT: SetSpec(HELDOUT, seed=20261204, n=512, purpose="reported results only",
