@@ -3,12 +3,15 @@
     python benchmarks/families.py --json benchmarks/results/families_cpu2.json
     python benchmarks/families.py --quick                # fewer repeats, smaller batch
 
-Per family, B envs each with its own physics variant (drawn from a domain-randomisation
-config: every knob's full range) run a jitted ``lax.scan`` of 100 steps of
-``vmap(step)`` with uniformly random actions, auto-reset included:
+Per family (gymnax's four; ``brax:inverted_pendulum`` too when brax is installed, at its own
+batch ``--brax-batch``, default 1,024), B envs each with its own physics variant (drawn from
+a domain-randomisation config: every knob's full range) run a jitted ``lax.scan`` of 100
+steps of ``vmap(step)`` with uniformly random actions, auto-reset included:
 
 - ``raw``: gymnax's own ``step`` with a batch of per-env ``EnvParams`` (the variants' params,
-  every field an array [B], as a batch of gymnax params is);
+  every field an array [B], as a batch of gymnax params is); for brax, brax's env on each
+  variant's ``System`` (``tree_replace`` inside the vmap) under its training wrappers
+  (``EpisodeWrapper`` + ``AutoResetWrapper``);
 - ``ours`` (``steps_per_s``): what the trainee runs, `PoolReset(env).step`: each env restarts
   on a random variant of a pool generated from its config (`jaxenv.levels.make_pool`), with
   the non-finite guard and the episode bookkeeping;
@@ -30,6 +33,7 @@ the XLA compilations (`jaxenv.compiles.count_compiles`) over all timed repeats.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -46,7 +50,7 @@ import numpy as np
 
 from jaxenv.batching import take
 from jaxenv.compiles import count_compiles
-from jaxenv.control import NAMES, make
+from jaxenv.control import ALL_NAMES, BRAX_NAMES, NAMES, make
 from jaxenv.control.family import ControlEnv
 from jaxenv.levels import PoolParams
 from jaxenv.wrappers import PoolReset
@@ -82,10 +86,40 @@ class SameLevelOneKey(SameLevel):
         return self._env.reset_to_level(key, self.sample_level(key, params), self.config(params))
 
 
+def raw_fns(env: ControlEnv) -> tuple[Callable, Callable]:
+    """The raw env's own (reset, auto-resetting step) under a variant's params.
+
+    gymnax: its ``reset`` / ``step``. brax: its env on the variant's ``System`` (rebuilt in the
+    vmap, as a brax user varies physics without recompiling) under brax's training wrappers
+    ``EpisodeWrapper`` and ``AutoResetWrapper``.
+    """
+    if not env.family.name.startswith("brax:"):
+        def reset(key, params):
+            return env.raw.reset(key, params)[1]
+
+        def step(key, state, action, params):
+            obs, state, r, *_ = env.raw.step(key, state, action, params)
+            return obs, state, r
+        return reset, step
+    from brax.envs.wrappers.training import AutoResetWrapper, EpisodeWrapper
+
+    def wrapped(sys):
+        inner = env.raw._with(sys)
+        return AutoResetWrapper(EpisodeWrapper(inner, env.horizon, 1))
+
+    def reset(key, sys):
+        return wrapped(sys).reset(key)
+
+    def step(key, state, action, sys):
+        state = wrapped(sys).step(state, action)
+        return state.obs, state, state.reward
+    return reset, step
+
+
 def make_runners(env: ControlEnv, b: int, pool_size: int,
                  explain: bool = False) -> dict[str, Callable]:
     """name -> jitted (key) -> checksum; each call draws new variants, then runs STEPS steps."""
-    raw, cfg = env.raw, dr_config(env)
+    cfg = dr_config(env)
     gen = jax.vmap(env.generate, in_axes=(0, None))
 
     def scan(step, carry0, key):
@@ -95,16 +129,18 @@ def make_runners(env: ControlEnv, b: int, pool_size: int,
         carry, _ = jax.lax.scan(body, carry0, jax.random.split(key, STEPS))
         return carry
 
+    raw_reset, raw_step = raw_fns(env)
+
     @jax.jit
     def run_raw(key):
         kv, kr, kk = jax.random.split(key, 3)
         params = jax.vmap(env.family.env_params)(gen(jax.random.split(kv, b), cfg))
-        _, state = jax.vmap(raw.reset)(jax.random.split(kr, b), params)
+        state = jax.vmap(raw_reset)(jax.random.split(kr, b), params)
 
         def step(c, a, ks):
             state, acc = c
             act = a if env.continuous else a[:, 0]
-            obs, state, r, term, trunc, _ = jax.vmap(raw.step)(ks, state, act, params)
+            obs, state, r = jax.vmap(raw_step)(ks, state, act, params)
             return state, acc + jnp.sum(r) + jnp.sum(obs[:, 0])
         return scan(step, (state, jnp.float32(0)), kk)[1]
 
@@ -183,7 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None, help="timed calls (default 7)")
     ap.add_argument("--explain", action="store_true",
                     help="also time the same_level kinds (where the overhead goes)")
-    ap.add_argument("--families", nargs="*", default=list(NAMES), choices=NAMES)
+    ap.add_argument("--brax-batch", type=int, default=None,
+                    help="envs per batch for brax families (default 1024; 128 with --quick)")
+    ap.add_argument("--families", nargs="*", default=None, choices=ALL_NAMES,
+                    help="default: the gymnax families, plus brax's if brax is installed")
     args = ap.parse_args(argv)
     b = args.batch or (512 if args.quick else 4096)
     repeats = args.repeats or (3 if args.quick else 7)
@@ -191,8 +230,13 @@ def main(argv: list[str] | None = None) -> int:
         "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
         "cpu_count": os.cpu_count(), "python": platform.python_version(),
         "jax": jax.__version__, "quick": args.quick}}
-    for name in args.families:
-        res = bench_family(name, b, repeats, pool_size=1024, explain=args.explain)
+    names = args.families
+    if names is None:
+        names = list(NAMES) + (list(BRAX_NAMES) if importlib.util.find_spec("brax") else [])
+    bb = args.brax_batch or (128 if args.quick else 1024)
+    for name in names:
+        res = bench_family(name, bb if name in BRAX_NAMES else b, repeats, pool_size=1024,
+                           explain=args.explain)
         out["families"][name] = res
         print(f"{name:12s} ours {res['steps_per_s'] / 1e6:7.2f} M/s  raw "
               f"{res['raw_steps_per_s'] / 1e6:7.2f} M/s  ratio {res['ratio']:.2f}  fresh "

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from jaxenv.control.registry import NAMES
+from jaxenv.control.registry import ALL_NAMES
 from jaxenv.control.sets import SPLITS, build_arrays, data_path, file_name, npz_bytes, write_npz
 
 
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="compare with the shipped files")
     args = ap.parse_args(argv)
     bad = 0
-    for name in NAMES:
+    for name in ALL_NAMES:
         for split in SPLITS:
             arrays = build_arrays(name, split)
             if args.check:

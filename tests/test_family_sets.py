@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxenv.control import NAMES, make
+from jaxenv.control import ALL_NAMES, NAMES, family, make
 from jaxenv.control.evaluate import evaluate_set, play
 from jaxenv.control.sets import (
     HELDOUT,
@@ -26,7 +26,7 @@ from jaxenv.control.sets import (
     summarize,
 )
 
-CASES = [(n, s) for n in NAMES for s in SPLITS]
+CASES = [(n, s) for n in ALL_NAMES for s in SPLITS]
 
 
 @pytest.mark.parametrize(("name", "split"), CASES)
@@ -39,7 +39,7 @@ def test_shipped_set_regenerates_byte_for_byte(name, split):
 @pytest.mark.parametrize(("name", "split"), CASES)
 def test_set_spans_the_held_out_ranges_evenly(name, split):
     levels, meta = load_set(name, split)
-    fam = make(name).family
+    fam = family(name)
     n = SPLITS[split].n
     assert meta["values"].shape == (n, len(fam.params))
     for k, p in enumerate(fam.params):
@@ -51,7 +51,7 @@ def test_set_spans_the_held_out_ranges_evenly(name, split):
         assert p.low <= meta["values"][:, k].min() and meta["values"][:, k].max() <= p.high
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL_NAMES)
 def test_splits_share_no_variant(name):
     held = {r.tobytes() for r in load_set(name, HELDOUT)[1]["values"]}
     val = {r.tobytes() for r in load_set(name, VALIDATION)[1]["values"]}

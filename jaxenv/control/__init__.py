@@ -8,7 +8,7 @@ plain gymnax CartPole with an editable config of its fixed physics (one variant 
 
 from jaxenv.control.cartpole import CartPole, make_cartpole_space
 from jaxenv.control.family import ControlEnv, Family, Param
-from jaxenv.control.registry import NAMES, family, make
+from jaxenv.control.registry import ALL_NAMES, BRAX_NAMES, NAMES, family, make
 
-__all__ = ["NAMES", "CartPole", "ControlEnv", "Family", "Param", "family", "make",
-           "make_cartpole_space"]
+__all__ = ["ALL_NAMES", "BRAX_NAMES", "NAMES", "CartPole", "ControlEnv", "Family", "Param",
+           "family", "make", "make_cartpole_space"]

@@ -103,6 +103,7 @@ class Family:
     return_range: tuple[float, float]  # (worst, best) return: 0 and 1 of the normalised return
     worst_reward: float  # step reward of a non-finite step (the task's worst)
     continuous: bool = False  # one real action (Pendulum's torque) rather than discrete ones
+    action_bound: float = 0.0  # continuous: the action space is [-bound, bound]
     notes: str = ""  # where the family departs from the raw task (docs, the LLM's guidelines)
 
     def __post_init__(self) -> None:
@@ -264,8 +265,8 @@ class ControlEnv(environment.Environment):
 
     def action_space(self, params: Any = None) -> spaces.Box:
         if self.continuous:
-            hi = float(self.raw.default_params.max_torque)
-            return spaces.Box(-hi, hi, (1,), jnp.float32)
+            b = self.family.action_bound
+            return spaces.Box(-b, b, (1,), jnp.float32)
         return spaces.Box(0, self.num_actions - 1, (1,), jnp.int32)
 
     def observation_space(self, params: Any = None) -> spaces.Box:

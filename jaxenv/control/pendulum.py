@@ -57,7 +57,7 @@ FAMILY = Family(
     name="pendulum", gym_id="Pendulum-v1", raw=pendulum.Pendulum, params=PARAMS,
     build=build_level, level_cls=PendulumLevel, outcomes=OUTCOMES, cause=_cause, horizon=HORIZON,
     success_threshold=-200.0, return_range=(200 * WORST_REWARD, 0.0),
-    worst_reward=WORST_REWARD, continuous=True,
+    worst_reward=WORST_REWARD, continuous=True, action_bound=2.0,
     notes="No natural termination; success (return >= -200) is our convention.")
 PendulumConfig = range_config_class("Pendulum", PARAMS, __name__)
 

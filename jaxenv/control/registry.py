@@ -1,22 +1,34 @@
 """The physics families by name: `make("cartpole")` -> its environment (space, levels, metrics).
 
 Names: ``cartpole`` (CartPole-v1), ``acrobot`` (Acrobot-v1), ``mountaincar`` (MountainCar-v0),
-``pendulum`` (Pendulum-v1). An environment is built once per name and reused, so jitted
-functions keyed on it (trainers, evaluators) compile once. Its frozen held-out and validation
-sets: `jaxenv.control.sets.load_set(name, split)`.
+``pendulum`` (Pendulum-v1) (`NAMES`: gymnax, always available), ``brax:inverted_pendulum``
+and ``brax:inverted_double_pendulum`` (`BRAX_NAMES`: need ``brax``, imported when the env is
+made). An environment is built once
+per name and reused, so jitted functions keyed on it (trainers, evaluators) compile once. Its
+frozen held-out and validation sets: `jaxenv.control.sets.load_set(name, split)`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from jaxenv.control import acrobot, cartpole, mountain_car, pendulum
+from jaxenv.control import (
+    acrobot,
+    brax_double_pendulum,
+    brax_pendulum,
+    cartpole,
+    mountain_car,
+    pendulum,
+)
 from jaxenv.control.family import ControlEnv, Family
 
 _MAKERS: dict[str, tuple[Family, Callable[[], ControlEnv]]] = {
-    m.FAMILY.name: (m.FAMILY, m.make_env) for m in (cartpole, acrobot, mountain_car, pendulum)
+    m.FAMILY.name: (m.FAMILY, m.make_env)
+    for m in (cartpole, acrobot, mountain_car, pendulum, brax_pendulum, brax_double_pendulum)
 }
-NAMES: tuple[str, ...] = tuple(_MAKERS)
+ALL_NAMES: tuple[str, ...] = tuple(_MAKERS)
+BRAX_NAMES: tuple[str, ...] = tuple(n for n in ALL_NAMES if n.startswith("brax:"))
+NAMES: tuple[str, ...] = tuple(n for n in ALL_NAMES if n not in BRAX_NAMES)
 _ENVS: dict[str, ControlEnv] = {}
 
 
@@ -35,5 +47,5 @@ def make(name: str) -> ControlEnv:
 
 def _check(name: str) -> str:
     if not isinstance(name, str) or name.lower() not in _MAKERS:
-        raise ValueError(f"unknown control family {name!r} (known: {', '.join(NAMES)})")
+        raise ValueError(f"unknown control family {name!r} (known: {', '.join(ALL_NAMES)})")
     return name.lower()

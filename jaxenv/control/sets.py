@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxenv.control.registry import NAMES, family
+from jaxenv.control.registry import ALL_NAMES, family
 
 HELDOUT, VALIDATION = "heldout", "validation"
 N_BINS = 4
@@ -47,22 +47,30 @@ class SetSpec:
     purpose: str
 
 
+HELDOUT_SHA256 = {  # of each family's shipped heldout file
+    "cartpole": "860e5f0eea1f42f3f153695eba347b5222f76a90df7563481edadc9708376c81",
+    "acrobot": "969b08a8b279220c3eea5bf242dcc398c97e5cde632ff6df984302320a3fef55",
+    "mountaincar": "ca4a204c071cfd6ec5b7a9e2d28b40b593596a3b908bd6d4d52e3e21b59862bf",
+    "pendulum": "bbc1c1318a5d9df7d9caba9125377845e7d4d1a65e8e73800f6cd20506beeb85",
+    "brax:inverted_pendulum": "d65a1b4b6b97d4c9adf0845b9218ee5943dbecf27c1b4b4a15aca8a2613249e9",
+    "brax:inverted_double_pendulum":
+        "59f54b7529132b097f046ec35b2699e8a45f61a706c147f9c44634677332ce50",
+}
+VALIDATION_SHA256 = {  # of each family's shipped validation file
+    "cartpole": "87f76b1574b692484a18af9ca68be60246524c55bbcd00f2fb4a158ccb9fe248",
+    "acrobot": "7a62ab3928c8589bde007ae06daa9b30a22496ee3cf8fc589c6ee9e7f438ae43",
+    "mountaincar": "472202dd04df28a9c2c74793c07e076818f0f8f4db4b3471a2efd86f445ec192",
+    "pendulum": "80f5820d9bc36ed7b560f9be008c16698b91c63faf958bd796575ffdbde06a72",
+    "brax:inverted_pendulum": "0c1154075a70e5abcccdb792c17ba7c93815f37ad9c4a12c543d451ceb210055",
+    "brax:inverted_double_pendulum":
+        "053a1721476f79e1e6b9404dfea9d3a7702d7e2cd688fd068864c19fe0d90e33",
+}
 SPLITS: dict[str, SetSpec] = {
     HELDOUT: SetSpec(HELDOUT, seed=20261204, n=512, purpose="reported results only",
-                     file_sha256={
-        "cartpole": "860e5f0eea1f42f3f153695eba347b5222f76a90df7563481edadc9708376c81",
-        "acrobot": "969b08a8b279220c3eea5bf242dcc398c97e5cde632ff6df984302320a3fef55",
-        "mountaincar": "ca4a204c071cfd6ec5b7a9e2d28b40b593596a3b908bd6d4d52e3e21b59862bf",
-        "pendulum": "bbc1c1318a5d9df7d9caba9125377845e7d4d1a65e8e73800f6cd20506beeb85",
-    }),
+                     file_sha256=HELDOUT_SHA256),
     VALIDATION: SetSpec(VALIDATION, seed=20261205, n=128,
                         purpose="the engineer's context and tuning",
-                        file_sha256={
-        "cartpole": "87f76b1574b692484a18af9ca68be60246524c55bbcd00f2fb4a158ccb9fe248",
-        "acrobot": "7a62ab3928c8589bde007ae06daa9b30a22496ee3cf8fc589c6ee9e7f438ae43",
-        "mountaincar": "472202dd04df28a9c2c74793c07e076818f0f8f4db4b3471a2efd86f445ec192",
-        "pendulum": "80f5820d9bc36ed7b560f9be008c16698b91c63faf958bd796575ffdbde06a72",
-    }),
+                        file_sha256=VALIDATION_SHA256),
 }
 
 
@@ -73,7 +81,7 @@ def split_spec(split: str) -> SetSpec:
 
 
 def file_name(name: str, split: str) -> str:
-    return f"control_{family(name).name}_{split_spec(split).split}_v1.npz"
+    return f"control_{family(name).name.replace(':', '_')}_{split_spec(split).split}_v1.npz"
 
 
 def data_path(name: str, split: str) -> Path:
@@ -83,7 +91,7 @@ def data_path(name: str, split: str) -> Path:
 def build_arrays(name: str, split: str) -> dict[str, np.ndarray]:
     """The split's arrays, drawn afresh (see the module docstring)."""
     fam, spec = family(name), split_spec(split)
-    rng = np.random.default_rng([spec.seed, NAMES.index(fam.name)])
+    rng = np.random.default_rng([spec.seed, ALL_NAMES.index(fam.name)])
     n = spec.n
     logm = np.empty((n, len(fam.params)))
     for k, p in enumerate(fam.params):

@@ -1,0 +1,73 @@
+"""brax environments in gymnax's shape, with a brax ``System`` as their params.
+
+Shared by the brax physics families (`jaxenv.control.brax_pendulum`,
+`jaxenv.control.brax_double_pendulum`). brax is imported only when an env is first built.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import spaces
+
+BACKEND = "generalized"
+
+
+@functools.cache
+def brax_env(name: str) -> Any:
+    """brax's env `name` on the generalized backend (built once)."""
+    from brax import envs
+
+    return envs.get_environment(name, backend=BACKEND)
+
+
+@struct.dataclass
+class BraxRawState:
+    """A brax env's state in gymnax's shape (time counted here, as gymnax envs do)."""
+
+    pipeline_state: Any
+    obs: jax.Array
+    time: jax.Array
+
+
+class BraxRaw:
+    """A brax env as a gymnax-shaped raw env whose params are a brax ``System``: each call runs
+    brax's own ``reset`` / ``step`` on a copy of the env holding that system."""
+
+    def __init__(self, name: str) -> None:
+        self.env = brax_env(name)
+        self.num_actions = int(self.env.action_size)
+
+    @property
+    def default_params(self) -> Any:
+        return self.env.sys
+
+    def _with(self, sys: Any) -> Any:
+        env = copy.copy(self.env)
+        env.sys = sys
+        return env
+
+    def reset_env(self, key: jax.Array, sys: Any) -> tuple[jax.Array, BraxRawState]:
+        st = self._with(sys).reset(key)
+        return st.obs, BraxRawState(st.pipeline_state, st.obs, jnp.int32(0))
+
+    def step_env(self, key: jax.Array, state: BraxRawState, action: jax.Array, sys: Any):
+        from brax.envs.base import State
+
+        zero = jnp.float32(0.0)
+        st = State(pipeline_state=state.pipeline_state, obs=state.obs, reward=zero, done=zero,
+                   metrics={}, info={"time_out": zero})
+        st = self._with(sys).step(st, jnp.reshape(action, (1,)))
+        new = BraxRawState(st.pipeline_state, st.obs, state.time + 1)
+        return st.obs, new, jnp.asarray(st.reward, jnp.float32), st.done > 0, {}
+
+    def get_obs(self, state: BraxRawState) -> jax.Array:
+        return state.obs
+
+    def observation_space(self, params: Any) -> spaces.Box:
+        return spaces.Box(-jnp.inf, jnp.inf, (int(self.env.observation_size),), jnp.float32)
