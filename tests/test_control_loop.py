@@ -130,3 +130,14 @@ def test_constrained_edits_of_a_control_space_all_apply():
         assert r.error is None, (r.error, r.text)
         body = {k: v for k, v in r.edit.items() if k != RATIONALE}
         space.validate(space.parse(body, space.default()))
+
+
+def test_brax_inverted_pendulum_runs_in_the_loop(tmp_path):
+    pytest.importorskip("brax")
+    out = tmp_path / "brax"
+    assert main(["run", "--env", "brax:inverted_pendulum", "--engineer", "rules", *TINY,
+                 "--heldout-every", "99", "--out", str(out)]) == 0  # held-out once, at the end
+    held = json.loads((out / "stages/001/heldout.json").read_text())["table"]
+    assert held["family"] == "brax:inverted_pendulum" and held["n"] > 0
+    assert np.isfinite(held["normalized_return"])
+    assert (out / "heatmap.png").stat().st_size > 5_000

@@ -25,9 +25,9 @@ def _control(name: str) -> Callable[[Any], Task]:
 
 
 def _control_names() -> tuple[str, ...]:
-    from jaxenv.control.registry import NAMES
+    from jaxenv.control.registry import ALL_NAMES
 
-    return NAMES
+    return ALL_NAMES  # the Brax families need `brax` when they are built
 
 
 TASKS: dict[str, Callable[[Any], Task]] = {"mapf": _mapf,
