@@ -268,6 +268,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.llm or args.from_answers is not None:
+        if args.run is not None:
+            raise CliError("eval --llm takes no run folder (its answers file: --answers)")
         return cmd_eval_llm(args)
     if args.run is None:
         raise CliError("eval: give a run folder, or --llm for an LLM's whole plans")
@@ -366,6 +368,7 @@ class EvalProgress:
                                     rp.TextColumn("{task.completed}/{task.total}"),
                                     rp.TimeElapsedColumn(), rp.TimeRemainingColumn(),
                                     console=Console(stderr=True))
+        self.plain = not self.progress.console.is_terminal  # a log file: one line per answer
         self.task = self.progress.add_task(f"whole plans -> {path.name}", total=None)
 
     def __enter__(self) -> EvalProgress:
@@ -376,6 +379,10 @@ class EvalProgress:
         self.progress.__exit__(*exc)
 
     def __call__(self, done: int, total: int, rec: dict[str, Any]) -> None:
+        if self.plain:
+            print(f"[{done}/{total}] id {rec['id']}: {rec['agents']} agents "
+                  f"{rec['size']}x{rec['size']}, {rec['completion_tokens']} tokens in "
+                  f"{rec['seconds']:.1f}s", file=sys.stderr, flush=True)
         self.progress.update(self.task, completed=done, total=total, description=(
             f"whole plans: {rec['agents']} agents {rec['size']}x{rec['size']}, "
             f"{rec['completion_tokens']} tokens in {rec['seconds']:.1f}s"))

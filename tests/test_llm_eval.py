@@ -284,6 +284,7 @@ def test_cli_end_to_end_through_a_replayed_call_log(tmp_path, heldout, script, c
     # user errors: one line, status 2
     assert main(["eval", "--llm", "--from", str(tmp_path / "missing.jsonl")]) == 2
     assert main(["eval"]) == 2
+    assert main(["eval", str(tmp_path), "--llm", "--from", str(answers)]) == 2
     assert main(["eval", "--llm", "--backend", "nope", "--answers", str(tmp_path / "x")]) == 2
     assert main(["eval", "--llm", "--backend", "replay", "--answers", str(tmp_path / "y")]) == 2
     err = capsys.readouterr().err
