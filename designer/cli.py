@@ -5,6 +5,8 @@
     envengineer run --distributed --coordinator host:port --num-processes 2 --process-id 0
     envengineer compare --engineers fixed,dr,learnability,mutate,rules,llm --seeds 0,1,2
     envengineer eval runs/x              # the held-out table of a run's last trainee
+    envengineer eval --llm --backend transformers --per-cell 2   # an LLM writes whole plans
+    envengineer eval --llm --from answers.jsonl                  # its table, no model
     envengineer report runs/a runs/b --out reports/ab
     envengineer demo                     # the environment layer on its own
     envengineer bench                    # the throughput benchmarks (from a source checkout)
@@ -275,6 +277,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.llm or args.from_answers is not None:
+        if args.run is not None:
+            raise CliError("eval --llm takes no run folder (its answers file: --answers)")
+        return cmd_eval_llm(args)
+    if args.run is None:
+        raise CliError("eval: give a run folder, or --llm for an LLM's whole plans")
     import jax
 
     from designer.loop import ClosedLoop
@@ -298,6 +306,96 @@ def cmd_eval(args: argparse.Namespace) -> int:
                  cfg=loop.eval_cfg)
     print(loop.task.markdown(v.table, f"{args.run}, stage {stage}: held-out split"))
     return 0
+
+
+def llm_backend(args: argparse.Namespace) -> Any:
+    """The backend `eval --llm` asks (logged into --call-log when given)."""
+    from designer.backends import LoggedBackend, make_backend
+    from designer.calllog import CallLog
+
+    if args.backend == "openai":
+        if not args.base_url:
+            raise CliError("--backend openai needs --base-url (e.g. http://localhost:8000/v1)")
+        options: dict[str, Any] = {"base_url": args.base_url, "model": args.model}
+    elif args.backend == "replay":
+        if not args.model:
+            raise CliError("--backend replay needs --model PATH (the call log to replay)")
+        options = {"log_path": args.model}
+    else:
+        options = {"model": args.model}
+        if args.backend == "transformers" and args.threads is not None:
+            options["threads"] = args.threads
+    backend = make_backend(args.backend, **{k: v for k, v in options.items() if v is not None})
+    return LoggedBackend(backend, CallLog(args.call_log)) if args.call_log else backend
+
+
+def cmd_eval_llm(args: argparse.Namespace) -> int:
+    """`eval --llm`: an LLM writes whole plans for a split's instances; the paper's table."""
+    from designer import plan_eval
+    from designer.answer_log import AnswerLog
+    from designer.backends import NAMES, BackendError
+
+    if args.from_answers is not None:
+        if not args.from_answers.is_file():
+            raise CliError(f"--from {args.from_answers}: no such answers file")
+        answers = AnswerLog(args.from_answers)
+    else:
+        if args.backend not in NAMES:
+            raise CliError(f"unknown backend {args.backend!r} (known: {', '.join(NAMES)})")
+        mode = "json" if args.constrained else "text"
+        path = args.answers or DEFAULT_OUT / "llm-eval" / f"{args.backend}-{mode}.jsonl"
+        answers = AnswerLog(path)
+        try:
+            backend = llm_backend(args)
+            with EvalProgress(path) as prog:
+                counts = plan_eval.ask(backend, answers, split=args.split, mode=mode,
+                                       limit=args.limit, per_cell=args.per_cell,
+                                       max_tokens=args.max_tokens, seed=args.seed,
+                                       model=args.model, progress=prog)
+        except BackendError as e:
+            raise CliError(f"backend {args.backend}: {str(e).splitlines()[0]}") from None
+        print(f"answers: {path} ({counts['selected']} selected, {counts['had']} answered "
+              f"before, {counts['asked']} asked now, {counts['errors']} backend errors)",
+              file=sys.stderr)
+    result = plan_eval.score(answers, cost=args.cost)
+    text = plan_eval.markdown(result)
+    print(text)
+    if args.table:
+        args.table.parent.mkdir(parents=True, exist_ok=True)
+        args.table.write_text(text + "\n")
+        print(f"table: {args.table}", file=sys.stderr)
+    return 0
+
+
+class EvalProgress:
+    """rich progress over the instances, with the last reply's tokens and seconds."""
+
+    def __init__(self, path: Path):
+        from rich import progress as rp
+        from rich.console import Console
+
+        self.progress = rp.Progress(rp.TextColumn("{task.description}"), rp.BarColumn(),
+                                    rp.TextColumn("{task.completed}/{task.total}"),
+                                    rp.TimeElapsedColumn(), rp.TimeRemainingColumn(),
+                                    console=Console(stderr=True))
+        self.plain = not self.progress.console.is_terminal  # a log file: one line per answer
+        self.task = self.progress.add_task(f"whole plans -> {path.name}", total=None)
+
+    def __enter__(self) -> EvalProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, done: int, total: int, rec: dict[str, Any]) -> None:
+        if self.plain:
+            print(f"[{done}/{total}] id {rec['id']}: {rec['agents']} agents "
+                  f"{rec['size']}x{rec['size']}, {rec['completion_tokens']} tokens in "
+                  f"{rec['seconds']:.1f}s", file=sys.stderr, flush=True)
+        self.progress.update(self.task, completed=done, total=total, description=(
+            f"whole plans: {rec['agents']} agents {rec['size']}x{rec['size']}, "
+            f"{rec['completion_tokens']} tokens in {rec['seconds']:.1f}s"))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -392,9 +490,35 @@ def parser() -> Parser:
     c.add_argument("--engineers", default=",".join(ENGINEERS), help="comma-separated")
     c.add_argument("--seeds", default="0,1,2", help="comma-separated integers")
     c.add_argument("--out", type=Path, help="folder of the runs and the report")
-    e = sub.add_parser("eval", help="the held-out table of a run's trainee")
-    e.add_argument("run", type=Path, help="a run folder")
+    e = sub.add_parser("eval", help="the held-out table of a run's trainee, or of an LLM "
+                       "writing whole plans (--llm)")
+    e.add_argument("run", type=Path, nargs="?", help="a run folder (not with --llm)")
     e.add_argument("--stage", type=int, help="which finished stage (default: the last)")
+    e.add_argument("--llm", action="store_true", help="an LLM writes every agent's whole plan "
+                   "for each instance (the paper's trainee setting; docs/llm_trainee.md)")
+    e.add_argument("--backend", default="transformers", help="LLM backend (--llm)")
+    e.add_argument("--model", help="model directory, GGUF file or served name; the call log "
+                   "for --backend replay (default: SmolLM2-135M-Instruct)")
+    e.add_argument("--base-url", help="OpenAI-compatible server (--backend openai)")
+    e.add_argument("--threads", type=int, help="torch threads (--backend transformers)")
+    e.add_argument("--answers", type=Path, help="the answers file, appended to and resumed "
+                   "(default: runs/llm-eval/<backend>-<mode>.jsonl)")
+    e.add_argument("--from", dest="from_answers", type=Path, help="only the table of a "
+                   "finished answers file (no model)")
+    e.add_argument("--constrained", action="store_true", help="JSON-schema constrained "
+                   "replies instead of free text")
+    e.add_argument("--split", default="heldout", help="heldout (default) or validation")
+    e.add_argument("--limit", type=int, help="at most N instances (a prefix of the "
+                   "stratified order)")
+    e.add_argument("--per-cell", type=int, help="N instances per agents x size cell")
+    e.add_argument("--max-tokens", type=int, default=1024, help="tokens per reply")
+    e.add_argument("--seed", type=int, default=0, help="sampling seed (plus the instance id)"
+                   " and the order's shuffle")
+    e.add_argument("--cost", default="makespan", choices=("makespan", "soc"),
+                   help="the cost 'optimal' is judged by")
+    e.add_argument("--table", type=Path, help="also write the markdown table here")
+    e.add_argument("--call-log", type=Path, help="log every LLM call here (replayable with "
+                   "--backend replay --model PATH)")
     rp = sub.add_parser("report", help="rebuild report.md and plots from run folders")
     rp.add_argument("runs", type=Path, nargs="+", help="run folders")
     rp.add_argument("--out", type=Path, help="where to write (default: the first run folder)")
