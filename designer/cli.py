@@ -54,6 +54,7 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "candidates": ("candidates", int, "candidates per stage"),
     "stages": ("stages", int, "stages, round 0 included"),
     "stage-steps": ("stage_steps", int, "training env steps per stage"),
+    "heldout-every": ("heldout_every", int, "held-out evaluation every k stages (and the last)"),
     "seed": ("seed", int, "seed of round 0, training and sampling"),
     "max-size": ("capacity.max_size", int, "largest map side"),
     "max-agents": ("capacity.max_agents", int, "agent slots in training"),
