@@ -227,11 +227,7 @@ def plots(runs: list[Run], out: Path) -> list[str]:
     plt.close(fig)
     names.append("configs.png")
 
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.4 * rows), squeeze=False,
-                             sharey=True)
-    flat = axes.reshape(-1)
-    for ax in flat[n:]:
-        ax.axis("off")
+    fig, axes, flat = panel_grid(n, 3.6, 3.4, sharey=True)
     for j, (label, rs) in enumerate(groups.items()):
         counts = np.zeros((len(rs[0].validation), len(CAUSES) - 1))
         for r in rs:
@@ -256,6 +252,20 @@ def plots(runs: list[Run], out: Path) -> list[str]:
 
     names.append(stage_time_plot(groups, out))
     return names
+
+
+def panel_grid(n: int, width: float, height: float, **kw: Any) -> tuple[Any, Any, Any]:
+    """One panel per engineer, `PANELS_PER_ROW` a row: (figure, axes [rows, cols], the axes
+    flattened); panels beyond `n` are switched off."""
+    import matplotlib.pyplot as plt
+
+    cols, rows = min(n, PANELS_PER_ROW), -(-n // PANELS_PER_ROW)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False,
+                             **kw)
+    flat = axes.reshape(-1)
+    for ax in flat[n:]:
+        ax.axis("off")
+    return fig, axes, flat
 
 
 def stage_time_plot(groups: dict[str, list[Run]], out: Path) -> str:

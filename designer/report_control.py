@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from designer.report import PANELS_PER_ROW, Run, _ms, group, stage_time_plot, time_table
+from designer.report import Run, _ms, group, panel_grid, stage_time_plot, time_table
 from jaxenv.control.registry import family
 from jaxenv.control.sets import HELDOUT, N_BINS, bin_edges, load_arrays
 
@@ -98,7 +98,6 @@ def plots(runs: list[Run], out: Path, name: str) -> list[str]:
     fam = family(name)
     groups = group(runs)
     n = len(groups)
-    cols, rows = min(n, PANELS_PER_ROW), -(-n // PANELS_PER_ROW)
     names = []
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
@@ -131,10 +130,7 @@ def plots(runs: list[Run], out: Path, name: str) -> list[str]:
 
     i, j = heatmap_params(runs, name)
     idx = _bins(name)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.4 * rows), squeeze=False)
-    flat = axes.reshape(-1)
-    for ax in flat[n:]:
-        ax.axis("off")
+    fig, axes, flat = panel_grid(n, 4.2, 3.4)
     ei, ej = (bin_edges(name, fam.params[k].name) * fam.params[k].nominal for k in (i, j))
     im = None
     for ax, (label, rs) in zip(flat, groups.items()):
@@ -159,17 +155,14 @@ def plots(runs: list[Run], out: Path, name: str) -> list[str]:
         ax.set_xlabel(f"{fam.params[i].name} ({fam.params[i].unit})", fontsize=8)
         ax.set_ylabel(f"{fam.params[j].name} ({fam.params[j].unit})", fontsize=8)
         ax.set_title(f"{label}: held-out success %", fontsize=8)
+    fig.subplots_adjust(wspace=0.55, hspace=0.6)
     if im is not None:
         fig.colorbar(im, ax=list(flat[:n]), shrink=0.8)
     fig.savefig(out / "heatmap.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     names.append("heatmap.png")
 
-    fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.2 * rows), squeeze=False,
-                             sharey=True)
-    flat = axes.reshape(-1)
-    for ax in flat[n:]:
-        ax.axis("off")
+    fig, axes, flat = panel_grid(n, 3.8, 3.2, sharey=True)
     for ax, (label, rs) in zip(flat, groups.items()):
         r = rs[0]
         for k, p in enumerate(fam.params):
@@ -195,11 +188,7 @@ def plots(runs: list[Run], out: Path, name: str) -> list[str]:
     plt.close(fig)
     names.append("ranges.png")
 
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False,
-                             sharey=True)
-    flat = axes.reshape(-1)
-    for ax in flat[n:]:
-        ax.axis("off")
+    fig, axes, flat = panel_grid(n, 3.6, 3.2, sharey=True)
     for ax, (label, rs) in zip(flat, groups.items()):
         st = min(len(r.validation) for r in rs)
         shares = np.mean([[[v["failures"]["endings"].get(o, 0.0) for o in fam.outcomes]
