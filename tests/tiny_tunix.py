@@ -18,7 +18,7 @@ CORPUS = ["A0: (0,0) -> (0,1) -> (1,1)", "A1: (2,2) -> (2,2) -> (2,1)",
 
 
 def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
-                vocab: int = 64, layers: int = 2) -> Path:
+                vocab: int = 64, layers: int = 2, head_scale: float = 0.05) -> Path:
     """Write the tiny model (config, safetensors, tokenizer) into ``path``."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -42,7 +42,7 @@ def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
                          bos_token_id=None)
     lm = LlamaForCausalLM(config).eval()
     with torch.no_grad():
-        lm.lm_head.weight.mul_(0.05)  # near-uniform sampling: random reply lengths
+        lm.lm_head.weight.mul_(head_scale)  # small: near-uniform sampling, random lengths
     path.mkdir(parents=True, exist_ok=True)
     lm.save_pretrained(path)
     tok.save_pretrained(path)
