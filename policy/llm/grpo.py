@@ -33,7 +33,7 @@ class GRPOSettings(BaseModel):
     prompts_per_step: int = Field(1, ge=1, le=4096, description="Prompts per step.")
     group: int = Field(4, ge=2, le=64, description="Samples per prompt (GRPO's G).")
     max_new_tokens: int = Field(32, ge=1, le=8192, description="Reply length cap (tokens).")
-    max_prompt_tokens: int = Field(256, ge=8, le=32_768, description="Prompt length cap.")
+    max_prompt_tokens: int = Field(320, ge=8, le=32_768, description="Prompt length cap.")
     temperature: float = Field(0.9, gt=0.0, le=5.0, description="Sampling temperature.")
     lora_rank: int = Field(16, ge=0, le=1024, description="LoRA rank (0: full fine-tune).")
     lora_alpha: float = Field(32.0, gt=0.0, le=4096.0, description="LoRA alpha.")

@@ -7,7 +7,8 @@ the whole plan in the text form of docs/plan_format.md. Each level also gets one
 (``jaxenv.mapf.solvers.cbs.solve``, SoC-optimal) for the SFT warm start.
 
 Presets (``PRESETS``): ``cpu`` (2 agents on 3x3 and 4x4, few holes, a handful of instances per
-round, group 4) and ``paper`` (2 agents on 3x3 ... 10x10, 4,000 instances per round, group 8).
+round, group 4), ``cpu_easy`` (its easiest stage: 3x3, no holes) and ``paper`` (2 agents on
+3x3 ... 10x10, 4,000 instances per round, group 8).
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ class StagePreset(BaseModel):
     n_agents: int = Field(2, ge=1, le=5, description="Agents per level (the paper: 2).")
     instances: int = Field(16, ge=1, le=100_000, description="Instances per round.")
     group: int = Field(4, ge=2, le=64, description="GRPO samples per prompt.")
-    max_new_tokens: int = Field(32, ge=4, le=8192, description="Reply length cap (tokens).")
-    max_prompt_tokens: int = Field(256, ge=16, le=32_768, description="Prompt length cap.")
+    max_new_tokens: int = Field(96, ge=4, le=8192, description="Reply length cap (tokens).")
+    max_prompt_tokens: int = Field(320, ge=16, le=32_768, description="Prompt length cap.")
 
     def model_post_init(self, _):
         if not self.sizes or any(not 3 <= s <= self.max_size for s in self.sizes):
@@ -56,6 +57,8 @@ class StagePreset(BaseModel):
 
 PRESETS: dict[str, StagePreset] = {
     "cpu": StagePreset(),
+    # The CPU preset's easiest stage: 3x3, no holes, no waits needed (the benchmark's run).
+    "cpu_easy": StagePreset(max_size=3, sizes=(3,), hole_ratio=0.0, max_new_tokens=64),
     "paper": StagePreset(max_size=10, sizes=tuple(range(3, 11)), hole_ratio=0.2, wait_ratio=0.3,
                          instances=4000, group=8, max_new_tokens=1024, max_prompt_tokens=1024),
 }

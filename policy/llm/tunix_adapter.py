@@ -105,13 +105,14 @@ def fix_tokenizer(tok: Any) -> Any:
     """A chat tokenizer whose eos ends a reply and whose pad exists (in place; returned).
 
     ``<|im_end|>`` becomes eos where the vocabulary has it (a GGUF names ``<|im_start|>``);
-    pad becomes ``<|endoftext|>`` where it exists and differs from eos, else eos."""
+    a missing pad, or one equal to ``<|im_start|>`` or eos (tunix masks pad tokens out of the
+    loss, eos must stay in), becomes ``<|endoftext|>`` where it exists, else eos."""
     vocab = tok.get_vocab()
     if "<|im_end|>" in vocab:
         tok.eos_token = "<|im_end|>"
     if tok.eos_token_id is None:
         raise ValueError("the tokenizer has no eos token (a reply could never end)")
-    if tok.pad_token_id is None or tok.pad_token_id == vocab.get("<|im_start|>"):
+    if tok.pad_token_id in (None, vocab.get("<|im_start|>"), tok.eos_token_id):
         if "<|endoftext|>" in vocab and vocab["<|endoftext|>"] != tok.eos_token_id:
             tok.pad_token = "<|endoftext|>"
         else:
