@@ -81,7 +81,7 @@ def test_tokenizer_and_mesh_traps(tiny):
         A.prompt_batch(["a"], level=[0, 1])
 
 
-def _trainee(folder, seed=0, steps=2):
+def _trainee(folder, seed=0, steps=2, checkpoint_dir=None):
     from policy.llm import tunix_adapter as A
     from policy.llm.grpo import GRPOSettings, GRPOTrainee
 
@@ -89,25 +89,29 @@ def _trainee(folder, seed=0, steps=2):
     stage = stages.draw(jax.random.key(0), stages.PRESETS["cpu"], 3)
     s = GRPOSettings(steps=steps, prompts_per_step=2, group=4, max_new_tokens=24,
                      max_prompt_tokens=512, temperature=1.0, learning_rate=1e-2, seed=seed,
-                     reward=R.RewardConfig(free_tokens=1, max_tokens=25))
+                     reward=R.RewardConfig(free_tokens=1, max_tokens=25),
+                     checkpoint_dir=checkpoint_dir, checkpoint_every=1)
     return GRPOTrainee(lm, tok, stage, s)
 
 
 @pytest.fixture(scope="module")
-def two_runs(tiny):
+def two_runs(tiny, tmp_path_factory):
     from flax import nnx
 
-    a = _trainee(tiny, seed=3)
+    ckpt = tmp_path_factory.mktemp("ckpt")
+    a = _trainee(tiny, seed=3, checkpoint_dir=str(ckpt))
     before = jax.tree.map(np.asarray, nnx.state(a.actor, nnx.LoRAParam))
     log_a = a.train()
     after = jax.tree.map(np.asarray, nnx.state(a.actor, nnx.LoRAParam))
     log_b = _trainee(tiny, seed=3).train()
+    a.checkpoints = sorted(p.name for p in ckpt.iterdir())
     return before, after, log_a, log_b, a
 
 
 def test_two_grpo_steps_change_the_parameters(two_runs):
     before, after, log, _, _ = two_runs
     assert len(log.reward) == 2
+    assert two_runs[-1].checkpoints  # orbax wrote the steps
     diff = jax.tree.map(lambda x, y: float(np.abs(x - y).max()), before, after)
     assert max(jax.tree.leaves(diff)) > 0
 

@@ -198,12 +198,53 @@ def load_model(model: str | Path | None = None, mesh: Any = None) -> tuple[Any, 
     folder = model_folder(model)
     from tunix.models.llama3 import params
 
+    weights = tied_folder(folder)
+
     _, auto_tok = _import_transformers()
     tok = fix_tokenizer(auto_tok.from_pretrained(str(folder), local_files_only=True))
     mesh = make_mesh() if mesh is None else mesh
     with mesh:
-        lm = params.create_model_from_safe_tensors(str(folder), model_config(folder), mesh)
+        lm = params.create_model_from_safe_tensors(str(weights), model_config(folder), mesh)
     return lm, tok, folder
+
+
+def tied_folder(folder: Path) -> Path:
+    """A folder tunix can load from ``folder``: itself, unless the model ties its embeddings
+    and the file holds only ``lm_head.weight`` (``save_model`` keeps one name of a shared
+    tensor; tunix reads the embedding from ``model.embed_tokens.weight``). Then a sibling in
+    the cache: links to the files plus the embedding under its tunix name (made once)."""
+    import os
+    import shutil
+    import tempfile
+
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    from designer.backends.hf import cache_dir
+
+    files = sorted(folder.glob("*.safetensors"))
+    keys: dict[str, Path] = {}
+    for f in files:
+        with safe_open(str(f), "np") as h:
+            keys.update(dict.fromkeys(h.keys(), f))
+    if "model.embed_tokens.weight" in keys or "lm_head.weight" not in keys:
+        return folder
+    target = cache_dir() / "tunix" / folder.name
+    if (target / "embed_tokens.safetensors").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
+    try:
+        for f in folder.iterdir():
+            if f.is_file():
+                (tmp / f.name).symlink_to(f.resolve())
+        with safe_open(str(keys["lm_head.weight"]), "np") as h:
+            emb = h.get_tensor("lm_head.weight")
+        save_file({"model.embed_tokens.weight": emb}, str(tmp / "embed_tokens.safetensors"))
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
 
 
 def apply_lora(base: Any, mesh: Any, rank: int = 16, alpha: float = 32.0) -> Any:
