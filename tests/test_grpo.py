@@ -64,6 +64,21 @@ def test_rope_theta_matches_transformers(sharp):
         assert np.abs(raw - ref).max() > 100 * max(np.abs(fixed - ref).max(), 1e-6)
 
 
+def test_tied_embeddings_load_as_the_cache_stores_them(tmp_path, monkeypatch):
+    """A tied model saved the way the GGUF cache saves it (only lm_head.weight) loads into
+    tunix with the right logits (the embedding is re-exposed under tunix's name)."""
+    from safetensors import safe_open
+
+    from tests.tiny_tunix import tiny_folder
+
+    monkeypatch.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))
+    folder = tiny_folder(tmp_path / "tied", rope_theta=50_000.0, head_scale=1.0, tied=True)
+    with safe_open(str(folder / "model.safetensors"), "np") as h:
+        assert "model.embed_tokens.weight" not in set(h.keys())
+    ref, fixed, _ = _logits_both(folder)
+    np.testing.assert_allclose(fixed, ref, atol=1e-4, rtol=1e-4)
+
+
 def test_tokenizer_and_mesh_traps(tiny):
     from transformers import AutoTokenizer
 

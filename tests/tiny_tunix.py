@@ -18,7 +18,8 @@ CORPUS = ["A0: (0,0) -> (0,1) -> (1,1)", "A1: (2,2) -> (2,2) -> (2,1)",
 
 
 def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
-                vocab: int = 64, layers: int = 2, head_scale: float = 0.05) -> Path:
+                vocab: int = 64, layers: int = 2, head_scale: float = 0.05,
+                tied: bool = False) -> Path:
     """Write the tiny model (config, safetensors, tokenizer) into ``path``."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -37,13 +38,19 @@ def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
     config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                          head_dim=8, max_position_embeddings=2048, rope_theta=rope_theta,
-                         rms_norm_eps=1e-5, tie_word_embeddings=False,
+                         rms_norm_eps=1e-5, tie_word_embeddings=tied,
                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                          bos_token_id=None)
     lm = LlamaForCausalLM(config).eval()
     with torch.no_grad():
         lm.lm_head.weight.mul_(head_scale)  # small: near-uniform sampling, random lengths
     path.mkdir(parents=True, exist_ok=True)
-    lm.save_pretrained(path)
+    if tied:  # as designer.backends.hf caches a GGUF: safetensors keeps only lm_head.weight
+        from safetensors.torch import save_model
+
+        save_model(lm, str(path / "model.safetensors"), metadata={"format": "pt"})
+        lm.config.save_pretrained(path)
+    else:
+        lm.save_pretrained(path)
     tok.save_pretrained(path)
     return path
