@@ -37,7 +37,15 @@ clean:
 # The LLM backends' optional parts (docs/backends.md): llama-cpp-python from the prebuilt wheel
 # beside the clone where there is one (else it builds from source, 6-13 minutes), and the
 # OpenAI client's test against llama.cpp's real server on loopback (left out of `make test`).
-.PHONY: install-llamacpp test-server
+.PHONY: install-llamacpp test-server install-tunix
+
+# The GRPO trainee (policy.llm, docs/llm_trainee.md): tunix downgrades transformers to 5.12.x,
+# which fails on import while HF `kernels` (pulled by transformers 5.25) is present. Not in CI
+# yet: tests/test_grpo.py skips without it.
+install-tunix: $(STAMP)
+	$(PY) -m pip install -q -e '.[tunix]'
+	$(PY) -m pip uninstall -q -y kernels
+
 
 install-llamacpp: $(STAMP)
 	$(PY) -m pip install -q -e '.[llamacpp]' --find-links ../shared/wheels

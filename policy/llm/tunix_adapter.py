@@ -1,0 +1,260 @@
+"""The one place that knows tunix 0.1.7's traps; an upstream fix should delete code here.
+
+Traps (found with SmolLM2-135M-Instruct on CPU, tunix 0.1.7):
+
+1. RoPE theta: ``tunix.models.llama3.model.Attention.block`` calls ``apply_rope`` without the
+   config's ``rope_theta``, so every model silently runs at theta = 1e6 (SmolLM2 uses 1e5:
+   logits drift and greedy decoding diverges after a few tokens). ``fix_rope()`` wraps
+   ``Attention.block`` so that ``apply_rope`` sees the layer's own theta while it traces; it is
+   a no-op once tunix passes ``rope_theta`` itself (``rope_bug_present()``).
+2. Tokenizer: a GGUF chat tokenizer (SmolLM2's) names ``<|im_start|>`` as eos and has no pad;
+   a reply must end at ``<|im_end|>`` and pad with ``<|endoftext|>`` (``fix_tokenizer``).
+3. Mesh: ``jax.make_mesh`` now defaults to Explicit axes, which breaks tunix's embedding
+   lookup; ``make_mesh`` asks for ``AxisType.Auto``.
+4. Data: a batch's ``prompts`` must be a numpy array of str (``prompt_batch``).
+5. Seeds: ``RolloutConfig(seed=None)`` reuses one key at every rollout, so a GRPO run samples
+   the same completions each step; ``seed_each_rollout`` folds the rollout count into a base
+   key (different samples each step, reproducible from the seed).
+
+Also here: ``model_config`` (a transformers ``config.json`` -> tunix ``ModelConfig``) and
+``load_model`` (a safetensors folder, or the embedded SmolLM2 GGUF converted once through
+``designer.backends.hf.model_folder``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import inspect
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_ROPE = threading.local()
+
+
+# ---------------------------------------------------------------------------- 1. RoPE theta
+def rope_bug_present() -> bool:
+    """True while tunix's llama3 attention calls ``apply_rope`` without ``rope_theta``."""
+    from tunix.models.llama3 import model as llama
+
+    src = inspect.getsource(llama.Attention.block)
+    return "rope_theta" not in src
+
+
+def fix_rope() -> bool:
+    """Make tunix's llama3 attention use its config's ``rope_theta`` (idempotent).
+
+    Returns whether the fix is active (False when tunix no longer has the bug)."""
+    from tunix.models.llama3 import model as llama
+
+    if getattr(llama.Attention.block, "_envengineer_rope", False):
+        return True
+    if not rope_bug_present():
+        return False
+    block, apply_rope = llama.Attention.block, llama.apply_rope
+
+    @functools.wraps(apply_rope)
+    def rope(inputs, positions, head_dim, rope_theta=None):
+        theta = rope_theta if rope_theta is not None else getattr(_ROPE, "theta", None)
+        return apply_rope(inputs, positions, head_dim,
+                          **({} if theta is None else {"rope_theta": theta}))
+
+    @functools.wraps(block)
+    def fixed_block(self, *args, **kwargs):
+        old = getattr(_ROPE, "theta", None)
+        _ROPE.theta = self.config.rope_theta
+        try:
+            return block(self, *args, **kwargs)
+        finally:
+            _ROPE.theta = old
+
+    fixed_block._envengineer_rope = True  # type: ignore[attr-defined]
+    fixed_block._envengineer_original = block  # type: ignore[attr-defined]
+    llama.apply_rope = rope
+    llama.Attention.block = fixed_block
+    llama._envengineer_apply_rope = apply_rope
+    return True
+
+
+@contextlib.contextmanager
+def rope_unfixed():
+    """Tunix's attention as shipped, inside the block (tests show the bug with it)."""
+    from tunix.models.llama3 import model as llama
+
+    block = llama.Attention.block
+    original = getattr(block, "_envengineer_original", None)
+    if original is None:
+        yield
+        return
+    llama.Attention.block, rope = original, llama.apply_rope
+    llama.apply_rope = llama._envengineer_apply_rope
+    try:
+        yield
+    finally:
+        llama.Attention.block, llama.apply_rope = block, rope
+
+
+# ---------------------------------------------------------------------------- 2. tokenizer
+def fix_tokenizer(tok: Any) -> Any:
+    """A chat tokenizer whose eos ends a reply and whose pad exists (in place; returned).
+
+    ``<|im_end|>`` becomes eos where the vocabulary has it (a GGUF names ``<|im_start|>``);
+    a missing pad, or one equal to ``<|im_start|>`` or eos (tunix masks pad tokens out of the
+    loss, eos must stay in), becomes ``<|endoftext|>`` where it exists, else eos."""
+    vocab = tok.get_vocab()
+    if "<|im_end|>" in vocab:
+        tok.eos_token = "<|im_end|>"
+    if tok.eos_token_id is None:
+        raise ValueError("the tokenizer has no eos token (a reply could never end)")
+    if tok.pad_token_id in (None, vocab.get("<|im_start|>"), tok.eos_token_id):
+        if "<|endoftext|>" in vocab and vocab["<|endoftext|>"] != tok.eos_token_id:
+            tok.pad_token = "<|endoftext|>"
+        else:
+            tok.pad_token = tok.eos_token
+    return tok
+
+
+def chat_prompt(tok: Any, messages: list[dict[str, str]]) -> str:
+    """The prompt text of chat ``messages`` (the model's template, generation turn opened)."""
+    return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+# ---------------------------------------------------------------------------- 3. mesh
+def make_mesh(fsdp: int = 1, tp: int = 1) -> Any:
+    """A ("fsdp", "tp") mesh with Auto axes (Explicit axes break tunix's embedding lookup)."""
+    import jax
+    from jax.sharding import AxisType
+
+    return jax.make_mesh((fsdp, tp), ("fsdp", "tp"), axis_types=(AxisType.Auto, AxisType.Auto))
+
+
+# ---------------------------------------------------------------------------- 4. data
+def prompt_batch(prompts: Sequence[str], **columns: Sequence[Any]) -> dict[str, np.ndarray]:
+    """A tunix training batch: ``prompts`` as a numpy array of str, other columns as arrays."""
+    out = {"prompts": np.array([str(p) for p in prompts])}
+    for k, v in columns.items():
+        if len(v) != len(prompts):
+            raise ValueError(f"column {k!r} has {len(v)} rows, prompts {len(prompts)}")
+        out[k] = np.asarray(v)
+    return out
+
+
+# ---------------------------------------------------------------------------- 5. seeds
+def seed_each_rollout(cluster: Any, seed: int) -> None:
+    """Give every rollout of ``cluster`` its own key: fold_in(key(seed), rollout index)."""
+    import jax
+
+    rollout = cluster.rollout
+    generate = rollout.generate
+    base = jax.random.PRNGKey(seed)
+    count = {"n": 0}
+
+    @functools.wraps(generate)
+    def seeded(prompts, rollout_config, **kwargs):
+        key = jax.random.fold_in(base, count["n"])
+        count["n"] += 1
+        return generate(prompts, dataclasses.replace(rollout_config, seed=key), **kwargs)
+
+    rollout.generate = seeded
+    rollout.rollouts_done = lambda: count["n"]
+
+
+# ---------------------------------------------------------------------------- loading
+def model_config(config: dict[str, Any] | str | Path) -> Any:
+    """tunix llama3 ``ModelConfig`` from a transformers Llama ``config.json`` (dict or path)."""
+    from tunix.models.llama3.model import ModelConfig
+
+    if not isinstance(config, dict):
+        p = Path(config)
+        config = json.loads((p / "config.json" if p.is_dir() else p).read_text())
+    c = config
+    if c.get("model_type", "llama") != "llama":
+        raise ValueError(f"only Llama-family models load here, got model_type "
+                         f"{c.get('model_type')!r}")
+    theta = c.get("rope_theta") or (c.get("rope_parameters") or {}).get("rope_theta") or 10_000.0
+    heads = int(c["num_attention_heads"])
+    return ModelConfig(
+        num_layers=int(c["num_hidden_layers"]), vocab_size=int(c["vocab_size"]),
+        embed_dim=int(c["hidden_size"]), hidden_dim=int(c["intermediate_size"]),
+        num_heads=heads, head_dim=int(c.get("head_dim") or c["hidden_size"] // heads),
+        num_kv_heads=int(c.get("num_key_value_heads") or heads), rope_theta=float(theta),
+        norm_eps=float(c.get("rms_norm_eps", 1e-5)),
+        weight_tying=bool(c.get("tie_word_embeddings", False)))
+
+
+def load_model(model: str | Path | None = None, mesh: Any = None) -> tuple[Any, Any, Path]:
+    """(tunix Llama3, fixed HF tokenizer, folder) from a safetensors folder or a GGUF file
+    (default: the embedded SmolLM2, converted once into the cache by ``designer.backends.hf``).
+    Applies the RoPE fix first."""
+    from designer.backends.hf import _import_transformers, model_folder
+
+    fix_rope()
+    folder = model_folder(model)
+    from tunix.models.llama3 import params
+
+    weights = tied_folder(folder)
+
+    _, auto_tok = _import_transformers()
+    tok = fix_tokenizer(auto_tok.from_pretrained(str(folder), local_files_only=True))
+    mesh = make_mesh() if mesh is None else mesh
+    with mesh:
+        lm = params.create_model_from_safe_tensors(str(weights), model_config(folder), mesh)
+    return lm, tok, folder
+
+
+def tied_folder(folder: Path) -> Path:
+    """A folder tunix can load from ``folder``: itself, unless the model ties its embeddings
+    and the file holds only ``lm_head.weight`` (``save_model`` keeps one name of a shared
+    tensor; tunix reads the embedding from ``model.embed_tokens.weight``). Then a sibling in
+    the cache: links to the files plus the embedding under its tunix name (made once)."""
+    import os
+    import shutil
+    import tempfile
+
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    from designer.backends.hf import cache_dir
+
+    files = sorted(folder.glob("*.safetensors"))
+    keys: dict[str, Path] = {}
+    for f in files:
+        with safe_open(str(f), "np") as h:
+            keys.update(dict.fromkeys(h.keys(), f))
+    if "model.embed_tokens.weight" in keys or "lm_head.weight" not in keys:
+        return folder
+    target = cache_dir() / "tunix" / folder.name
+    if (target / "embed_tokens.safetensors").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
+    try:
+        for f in folder.iterdir():
+            if f.is_file():
+                (tmp / f.name).symlink_to(f.resolve())
+        with safe_open(str(keys["lm_head.weight"]), "np") as h:
+            emb = h.get_tensor("lm_head.weight")
+        save_file({"model.embed_tokens.weight": emb}, str(tmp / "embed_tokens.safetensors"))
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def apply_lora(base: Any, mesh: Any, rank: int = 16, alpha: float = 32.0) -> Any:
+    """A LoRA copy of a tunix model (qwix, on every projection); the base stays frozen."""
+    import qwix
+    from tunix.rl import reshard
+
+    provider = qwix.LoraProvider(
+        module_path=".*q_proj|.*k_proj|.*v_proj|.*o_proj|.*gate_proj|.*down_proj|.*up_proj",
+        rank=rank, alpha=alpha)
+    lora = qwix.apply_lora_to_model(base, provider, **base.get_model_input())
+    with mesh:
+        return reshard.reshard_model_to_mesh(lora, mesh)

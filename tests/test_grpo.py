@@ -1,0 +1,147 @@
+"""The GRPO trainee (policy.llm.grpo) with tunix: the adapter's traps (RoPE theta against
+transformers, tokenizer, mesh, per-rollout keys) and GRPO steps that move the parameters.
+
+Needs the tunix extra (skipped without it); uses a tiny random-weight Llama built here
+(tests/tiny_tunix.py), never a download."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from policy.llm import reward as R
+from policy.llm import stages
+
+tunix = pytest.importorskip("tunix", reason="the tunix extra is not installed")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from tests.tiny_tunix import tiny_folder
+
+    return tiny_folder(tmp_path_factory.mktemp("tiny") / "m", rope_theta=10_000.0)
+
+
+@pytest.fixture(scope="module")
+def sharp(tmp_path_factory):
+    """The tiny model with a full-size output layer (large logits: RoPE errors show)."""
+    from tests.tiny_tunix import tiny_folder
+
+    return tiny_folder(tmp_path_factory.mktemp("sharp") / "m", rope_theta=10_000.0,
+                       head_scale=1.0)
+
+
+def _logits_both(folder):
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from policy.llm import tunix_adapter as A
+
+    lm, tok, _ = A.load_model(folder)
+    hf = LlamaForCausalLM.from_pretrained(str(folder)).eval()
+    ids = np.array([[5, 9, 17, 3, 30, 41, 7, 12, 22, 19, 8, 33]], np.int32)
+    length = ids.shape[1]
+    attn = jnp.tril(jnp.ones((length, length), bool))[None]
+    pos = jnp.arange(length)[None]
+    with torch.no_grad():
+        ref = hf(torch.tensor(ids, dtype=torch.long)).logits.numpy()
+    fixed = np.asarray(lm(jnp.asarray(ids), pos, None, attn)[0])
+    with A.rope_unfixed():
+        raw = np.asarray(lm(jnp.asarray(ids), pos, None, attn)[0])
+    return ref, fixed, raw
+
+
+def test_rope_theta_matches_transformers(sharp):
+    """tunix (through the adapter) and transformers agree at rope_theta = 1e4; without the
+    adapter's fix tunix 0.1.7 runs at 1e6 and does not."""
+    from policy.llm import tunix_adapter as A
+
+    ref, fixed, raw = _logits_both(sharp)
+    np.testing.assert_allclose(fixed, ref, atol=1e-4, rtol=1e-4)
+    if A.rope_bug_present():  # the bug the fix exists for is still there
+        assert np.abs(raw - ref).max() > 100 * max(np.abs(fixed - ref).max(), 1e-6)
+
+
+def test_tied_embeddings_load_as_the_cache_stores_them(tmp_path, monkeypatch):
+    """A tied model saved the way the GGUF cache saves it (only lm_head.weight) loads into
+    tunix with the right logits (the embedding is re-exposed under tunix's name)."""
+    from safetensors import safe_open
+
+    from tests.tiny_tunix import tiny_folder
+
+    monkeypatch.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))
+    folder = tiny_folder(tmp_path / "tied", rope_theta=50_000.0, head_scale=1.0, tied=True)
+    with safe_open(str(folder / "model.safetensors"), "np") as h:
+        assert "model.embed_tokens.weight" not in set(h.keys())
+    ref, fixed, _ = _logits_both(folder)
+    np.testing.assert_allclose(fixed, ref, atol=1e-4, rtol=1e-4)
+
+
+def test_tokenizer_and_mesh_traps(tiny):
+    from transformers import AutoTokenizer
+
+    from policy.llm import tunix_adapter as A
+
+    tok = AutoTokenizer.from_pretrained(str(tiny))
+    tok.eos_token, tok.pad_token = "<|im_start|>", None  # what the SmolLM2 GGUF says
+    A.fix_tokenizer(tok)
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
+    mesh = A.make_mesh()
+    assert all(t == jax.sharding.AxisType.Auto for t in mesh.axis_types)
+    b = A.prompt_batch(["a", "b"], level=[0, 1])
+    assert b["prompts"].dtype.kind == "U" and b["level"].tolist() == [0, 1]
+    with pytest.raises(ValueError):
+        A.prompt_batch(["a"], level=[0, 1])
+
+
+def _trainee(folder, seed=0, steps=2, checkpoint_dir=None):
+    from policy.llm import tunix_adapter as A
+    from policy.llm.grpo import GRPOSettings, GRPOTrainee
+
+    lm, tok, _ = A.load_model(folder)
+    stage = stages.draw(jax.random.key(0), stages.PRESETS["cpu"], 3)
+    s = GRPOSettings(steps=steps, prompts_per_step=2, group=4, max_new_tokens=24,
+                     max_prompt_tokens=512, temperature=1.0, learning_rate=1e-2, seed=seed,
+                     reward=R.RewardConfig(free_tokens=1, max_tokens=25),
+                     checkpoint_dir=checkpoint_dir, checkpoint_every=1)
+    return GRPOTrainee(lm, tok, stage, s)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tiny, tmp_path_factory):
+    from flax import nnx
+
+    ckpt = tmp_path_factory.mktemp("ckpt")
+    a = _trainee(tiny, seed=3, checkpoint_dir=str(ckpt))
+    before = jax.tree.map(np.asarray, nnx.state(a.actor, nnx.LoRAParam))
+    log_a = a.train()
+    after = jax.tree.map(np.asarray, nnx.state(a.actor, nnx.LoRAParam))
+    log_b = _trainee(tiny, seed=3).train()
+    a.checkpoints = sorted(p.name for p in ckpt.iterdir())
+    return before, after, log_a, log_b, a
+
+
+def test_two_grpo_steps_change_the_parameters(two_runs):
+    before, after, log, _, _ = two_runs
+    assert len(log.reward) == 2
+    assert two_runs[-1].checkpoints  # orbax wrote the steps
+    diff = jax.tree.map(lambda x, y: float(np.abs(x - y).max()), before, after)
+    assert max(jax.tree.leaves(diff)) > 0
+
+
+def test_a_seed_reproduces_a_run(two_runs):
+    _, _, a, b, _ = two_runs
+    assert a.completions == b.completions
+    assert a.reward == b.reward
+
+
+def test_consecutive_rollouts_sample_different_completions(two_runs):
+    trainee = two_runs[-1]
+    rollout = trainee.cluster.rollout
+    config = trainee.cluster.cluster_config.rollout_config
+    prompts = trainee.prompts[:1] * 4
+    first = rollout.generate(prompts, config).text
+    second = rollout.generate(prompts, config).text
+    assert first != second
