@@ -1,15 +1,15 @@
 """Our PPO trainee against brax's own PPO on the same Brax env and budget, side by side.
 
-    python benchmarks/brax_ppo_compare.py --env-steps 300000 --json benchmarks/results/brax_ppo.json
+    python benchmarks/brax_ppo_compare.py --env-steps 800000 --json benchmarks/results/brax_ppo.json
 
 Both train on brax's inverted_pendulum (generalized backend, standard physics) for the same
-number of env steps; each reports its evaluation return (deterministic policy, fresh episodes of
-1,000 steps) against env steps and wall time, in one process, one after the other. Ours is
-`policy.make_train` on the physics family `brax:inverted_pendulum` (`jaxenv.control`) pinned at
-the standard physics, with the Gaussian head; theirs is `brax.training.agents.ppo.train` with
-the hyperparameters of brax's own inverted_pendulum example. The shim for
-`jax.device_put_replicated` (removed in jax 0.10, still called by brax 0.14's trainer) lives
-here, in the benchmark, not in the library.
+number of env steps (brax's, which it rounds up to whole training steps); each reports its
+evaluation return (deterministic policy, fresh episodes of 1,000 steps) against env steps and
+wall time, in one process, one after the other. Ours is `policy.make_train` on the physics
+family `brax:inverted_pendulum` (`jaxenv.control`) pinned at the standard physics, with the
+Gaussian head; theirs is `brax.training.agents.ppo.train` with the hyperparameters of brax's
+own inverted_pendulum example. The shim for `jax.device_put_replicated` (removed in jax 0.10,
+still called by brax 0.14's trainer) lives here, in the benchmark, not in the library.
 """
 
 from __future__ import annotations
@@ -119,9 +119,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
-    rows = {"ours (policy.make_train)": run_ours(a.env_steps, a.seed, a.stages),
-            "brax PPO": run_brax(a.env_steps, a.seed)}
-    out = {"env": FAMILY, "env_steps": a.env_steps, "seed": a.seed,
+    brax_row = run_brax(a.env_steps, a.seed)
+    # brax rounds its budget up to whole training steps (2,048 envs x 5 x 16 per step, a
+    # multiple per evaluation): ours gets the env steps brax actually took
+    steps = max(a.env_steps, brax_row["curve"][-1]["env_steps"])
+    rows = {"ours (policy.make_train)": run_ours(steps, a.seed, a.stages),
+            "brax PPO": brax_row}
+    out = {"env": FAMILY, "env_steps": steps, "seed": a.seed,
            "devices": str(jax.devices()), "rows": rows}
     for name, r in rows.items():
         c = r["curve"]
