@@ -160,7 +160,7 @@ class RulesEngineer:
                     a = b = 0.5 * (a + b)
                 edit[lo], edit[hi] = a, b
             why.append(f"training success {p:.0%} is {'high' if sign > 0 else 'low'}: "
-                       + (cu.what if sign > 0 else f"the opposite of {cu.what}"))
+                       + (cu.what if sign > 0 else cu.easier))
         elif f is not None and cu.follow and editable(cu.follow):
             by_key = f.failures_by_key(cu.follow) or {}
             keys = space[cu.follow].keys or ()

@@ -62,7 +62,8 @@ class Curriculum:
     # at each end, easier narrows it (either order of the two values reads as the same range)
     ranges: tuple[tuple[str, str, float], ...] = ()
     rules: tuple[CauseRule, ...] = ()
-    what: str = "levels"  # how the rationale names what gets harder ("larger maps, more holes")
+    what: str = "harder levels"  # the rationale's words for harder ("larger maps, more holes")
+    easier: str = "easier levels"  # ... and for easier ("smaller maps, fewer holes")
 
 
 @dataclass

@@ -32,7 +32,8 @@ def curriculum(name: str) -> Curriculum:
     """Harder: every parameter's range one step (a tenth of its knob bounds) wider."""
     ranges = tuple((f"{p.name}_min", f"{p.name}_max", 0.1 * (p.high - p.low))
                    for p in family(name).params)
-    return Curriculum(harder={}, ranges=ranges, what="wider physics ranges")
+    return Curriculum(harder={}, ranges=ranges, what="wider physics ranges",
+                      easier="narrower physics ranges")
 
 
 def guideline_files(name: str) -> tuple:
