@@ -17,12 +17,11 @@ steps of ``vmap(step)`` with uniformly random actions, auto-reset included:
   the non-finite guard and the episode bookkeeping;
 - ``ours_fresh``: `env.step`, every episode on a freshly generated variant.
 
-Where our time goes (``--explain``; benchmark-only wrappers, not library paths): the shared
-auto-reset (`jaxenv.wrappers.LevelReset`) splits the reset key once more than gymnax and
-`PoolParams.sample` draws the level index with ``randint``; on CPU these threefry calls cost
-more than a classic-control step. ``same_level``: `PoolReset` whose envs always restart on
-one level (no index draw); ``same_level_one_key``: the same without the extra key split (what
-a raw env with its params carried in its state costs).
+Where our time goes (``--explain``; a benchmark-only wrapper, not a library path): the shared
+auto-reset (`jaxenv.wrappers.LevelReset`) splits its key once per step, as gymnax does, and
+`PoolParams.sample` reads the level index from the reset key's bits (no extra hashing: on CPU a
+threefry call costs about as much as a classic-control step). ``same_level``: `PoolReset` whose
+envs always restart on one level (no index, no gather).
 
 Every figure is the median of ``--repeats`` timed calls after a compile-and-warm-up call; the
 three kinds are timed in turn within each repeat, so load on the machine hits them alike.
@@ -40,7 +39,6 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +74,6 @@ class SameLevel(PoolReset):
 
     def sample_level(self, key: jax.Array, params: PoolParams) -> Any:
         return take(params.pool, params.lo)
-
-
-class SameLevelOneKey(SameLevel):
-    """`SameLevel` whose reset does not split its key (the level needs none)."""
-
-    @partial(jax.jit, static_argnames=("self",))
-    def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
-        return self._env.reset_to_level(key, self.sample_level(key, params), self.config(params))
 
 
 def raw_fns(env: ControlEnv) -> tuple[Callable, Callable]:
@@ -180,7 +170,6 @@ def make_runners(env: ControlEnv, b: int, pool_size: int,
     runners = {"raw": run_raw, "ours": pool_runner(PoolReset(env)), "ours_fresh": run_fresh}
     if explain:
         runners["same_level"] = pool_runner(SameLevel(env))
-        runners["same_level_one_key"] = pool_runner(SameLevelOneKey(env))
     return runners
 
 
@@ -242,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{res['raw_steps_per_s'] / 1e6:7.2f} M/s  ratio {res['ratio']:.2f}  fresh "
               f"{res['fresh_ratio']:.2f}  recompiles {res['recompiles_after_warmup']}  "
               f"compile {res['compile_and_warmup_s']:.1f}s", flush=True)
-        for k in ("same_level", "same_level_one_key"):
+        for k in ("same_level",):
             if f"{k}_steps_per_s" in res:
                 print(f"{'':12s} {k}: {res[f'{k}_steps_per_s'] / res['raw_steps_per_s']:.2f}x raw")
     if args.json:

@@ -57,8 +57,17 @@ class PoolParams:
         return PoolParams(cfg=0, pool=None, lo=0, count=0)
 
     def sample(self, key: jax.Array) -> Any:
-        """A uniformly random level of this env's slice."""
-        return take(self.pool, self.lo + jax.random.randint(key, (), 0, self.count))
+        """A uniformly random level of this env's slice.
+
+        The index is read from the key's own bits (a split key's words are threefry outputs,
+        uniform 32-bit values), not drawn with ``randint``: that would hash three more times per
+        env step, since under ``vmap`` the reset branch runs every step. 24 bits give the index
+        (bias below count / 2**24)."""
+        bits = jax.random.key_data(key).reshape(-1)[-1]
+        u = (bits >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+        count = jnp.maximum(self.count, 1)
+        i = jnp.minimum((u * count.astype(jnp.float32)).astype(jnp.int32), count - 1)
+        return take(self.pool, self.lo + i)
 
 
 def make_pool(env: Any, key: jax.Array, cfg: Any, size: int) -> PoolParams:

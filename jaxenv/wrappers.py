@@ -48,23 +48,28 @@ class LevelReset(GymnaxWrapper):
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
         params = self.default_params if params is None else params
         k_level, k_reset = jax.random.split(key)
-        level = self.sample_level(k_level, params)
-        return self._env.reset_to_level(k_reset, level, self.config(params))
+        return self._restart(k_level, k_reset, params)
+
+    def _restart(self, k_level: jax.Array, k_reset: jax.Array, params: Any) -> tuple[Any, Any]:
+        return self._env.reset_to_level(k_reset, self.sample_level(k_level, params),
+                                        self.config(params))
 
     @partial(jax.jit, static_argnames=("self",))
     def step(self, key: jax.Array, state: Any, action: jax.Array, params: Any = None):
         """gymnax's step: a finished episode restarts on a sampled level.
 
         The observation is built once, of the state that is kept; `info["final_observation"]`
-        (the observation before the reset) costs nothing unless it is used.
+        (the observation before the reset) costs nothing unless it is used. One key split per
+        step, as gymnax's own `step` (a reset computed under `vmap` runs every step, and on a
+        classic-control task each threefry call costs about as much as the physics).
         """
         params = self.default_params if params is None else params
         cfg = self.config(params)
-        key_step, key_reset = jax.random.split(key)
+        key_step, key_reset, key_level = jax.random.split(key, 3)
         obs_st, state_st, reward, terminated, info = self._env.step_env(key_step, state, action,
                                                                         cfg)
         truncated = self._env.is_truncated(state_st, cfg)
-        _, state_re = self.reset(key_reset, params)
+        _, state_re = self._restart(key_level, key_reset, params)
         next_state = select(terminated | truncated, state_re, state_st)
         info = {**info, "terminated": terminated, "truncated": truncated,
                 "final_observation": obs_st}
