@@ -30,7 +30,8 @@ from jaxenv.mapf.plans import format_plan, parse_plan, verify_text
 FULL = make_config_space(max_size=10, max_agents=5)
 SPACES = {"paper": preset_space(FULL, "paper"), "open": preset_space(FULL, "open")}
 FIELDS = list(FULL.names) + ["rationale", "bogus", "Slip_Prob", ""]
-HANG_GUARD_S = 2.0  # speed is not asserted; this only catches hangs
+HANG_GUARD_S = 10.0  # CPU seconds: speed is not asserted; this only catches hangs (a first
+# verify call compiles; wall time would also count other jobs on a loaded machine)
 SETTINGS = dict(deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.filter_too_much])
@@ -152,9 +153,9 @@ _PRINTABLE = re.compile(r"[ -~]*")
 
 def _check(preset: str, reply, base_i: int, constrained: bool) -> None:
     space, base = SPACES[preset], BASES[preset][base_i]
-    t = time.perf_counter()
+    t = time.process_time()
     out = apply_edit(space, reply, base, constrained=constrained)
-    assert time.perf_counter() - t < HANG_GUARD_S
+    assert time.process_time() - t < HANG_GUARD_S
     d = json.loads(json.dumps(out.to_dict(), allow_nan=False))  # strict JSON, small
     assert len(json.dumps(d)) < 50_000
     assert _PRINTABLE.fullmatch(out.rationale) and len(out.rationale) <= RATIONALE_CHARS
@@ -311,10 +312,10 @@ def test_fuzz_plan_parser():
     def check(generated, seed):
         for text in _mutants(generated, seed):
             COUNT["plans"] += 1
-            t = time.perf_counter()
+            t = time.process_time()
             r = parse_plan(text)
             verdict, again = verify_text(LEVEL, text, horizon=16)
-            assert time.perf_counter() - t < HANG_GUARD_S
+            assert time.process_time() - t < HANG_GUARD_S
             assert r.ok == (not r.errors) and again.errors == r.errors
             assert all(isinstance(e, str) and len(e) < 1000 for e in r.errors)
             if r.ok:
