@@ -180,7 +180,8 @@ class LLMTrainee:
                 max_new=s.eval_max_new_tokens, batch=min(s.eval_batch, 4096)))
         seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
         with self.mesh:
-            return self._sampler[1](prompts, temperature=s.eval_temperature, seed=seed)
+            return self._sampler[1](prompts, temperature=s.eval_temperature, seed=seed,
+                                    prompt_len=longest)
 
     # ---------------------------------------------------------------- protocol: training
     def train_stage(self, state: LLMState, config: Any, key: jax.Array, *,
