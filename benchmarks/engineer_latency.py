@@ -66,11 +66,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         loop = ClosedLoop(settings, tmp)
-        runner = loop.trainer.init(jax.random.PRNGKey(0))
+        runner = loop.trainee.trainer.init(jax.random.PRNGKey(0))
         values = loop.space.default()
         t = time.perf_counter()
         for i in range(a.train_stages):
-            runner, _ = loop.trainer.train_stage(runner, loop.space.to_config(values),
+            runner, _ = loop.trainee.trainer.train_stage(runner, loop.space.to_config(values),
                                                  jax.random.PRNGKey(i))
         jax.block_until_ready(runner)
         train_s = time.perf_counter() - t
@@ -137,7 +137,7 @@ def llm_latency(loop, runner, n: int) -> dict:
     except Exception as e:  # the llm extra or the model package is missing
         print(f"LLM part skipped: {e}")
         return {"llm_skipped": str(e)}
-    val = validate(runner.params, loop.network, jax.random.PRNGKey(2), loop.validator,
+    val = validate(runner.params, loop.trainee.network, jax.random.PRNGKey(2), loop.validator,
                    cfg=loop.eval_cfg)
     train = {"success_rate": 0.5}
     values = loop.space.default()

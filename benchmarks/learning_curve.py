@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(f"{a.out} is not empty: choose another --out")
     loop = ClosedLoop(settings, a.out, first=None)
     loop.first = loop.space.default()  # sizes 3-10, 2 agents, the task's rules pinned
-    net, hp = loop.network, loop.hp
+    net, hp = loop.trainee.network, loop.trainee.hp
     print(f"config: {json.dumps(loop.first)}\nhparams: {hp}\nnetwork: {net}", flush=True)
     curve: list[dict] = []
     train_s = 0.0
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict:
     results = loop.run()
     stage = len(results)
     runner = checkpoint.restore(loop.folder.stage_dir(stage - 1) / "ckpt",
-                                loop.trainer.init(jax.random.PRNGKey(a.seed)))
+                                loop.trainee.trainer.init(jax.random.PRNGKey(a.seed)))
     final = validate(runner.params, net, jax.random.PRNGKey(1), loop.heldout,
                      cfg=loop.eval_cfg)
     sampled = validate(runner.params, net, jax.random.PRNGKey(2), loop.heldout, mode="sample",

@@ -73,15 +73,15 @@ def run_variant(name: str, seed: int, env_steps: float, updates: int) -> dict[st
     with tempfile.TemporaryDirectory() as tmp:
         loop = ClosedLoop(s, Path(tmp) / "run")
         cfg = loop.space.to_config(loop.space.default())
-        runner = loop.trainer.init(jax.random.PRNGKey(seed))
+        runner = loop.trainee.trainer.init(jax.random.PRNGKey(seed))
         t0 = time.perf_counter()
         for k in range(stages):
             runner, metrics = loop.train_stage(runner, cfg, loop.key(k, 1))
         jax.block_until_ready(runner)
         seconds = time.perf_counter() - t0
-        train = loop.trainer.summarize(metrics)
-        v = validate(runner.params, loop.network, jax.random.PRNGKey(seed + 3), loop.validator,
-                     cfg=loop.eval_cfg)
+        train = loop.trainee.trainer.summarize(metrics)
+        v = validate(runner.params, loop.trainee.network, jax.random.PRNGKey(seed + 3),
+                     loop.validator, cfg=loop.eval_cfg)
     r, meta = v.result, v.meta
     row: dict[str, Any] = {"variant": name, "seed": seed, "env_steps": stages * stage_steps,
                            "train_seconds": round(seconds, 1),

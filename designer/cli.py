@@ -2,6 +2,7 @@
 
     envengineer run [--engineer llm] [--backend transformers] [--stages 6] [--out runs/x]
     envengineer run --resume runs/x
+    envengineer run --trainee llm --engineer rules --stages 2   # the GRPO LLM trainee (CPU)
     envengineer run --distributed --coordinator host:port --num-processes 2 --process-id 0
     envengineer compare --engineers fixed,dr,learnability,mutate,rules,llm --seeds 0,1,2
     envengineer eval runs/x              # the held-out table of a run's last trainee
@@ -72,6 +73,23 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "guidelines": ("guidelines", str, "guidelines file (G) replacing the shipped one"),
     "token-budget": ("token_budget", int, "prompt token budget"),
     "max-tokens": ("max_tokens", int, "tokens per LLM reply"),
+    "trainee": ("trainee_kind", str, "who learns: ppo (default) or llm (whole plans, GRPO)"),
+    "llm-model": ("llm.model", str, "the LLM trainee's model folder or GGUF (default: "
+                  "SmolLM2-135M-Instruct)"),
+    "llm-steps": ("llm.steps", int, "GRPO updates per stage (llm trainee)"),
+    "llm-group": ("llm.group", int, "samples per prompt, GRPO's G (llm trainee)"),
+    "llm-prompts": ("llm.prompts_per_step", int, "prompts per GRPO update (llm trainee)"),
+    "llm-tokens": ("llm.max_new_tokens", int, "reply length cap in training (llm trainee)"),
+    "llm-lora-rank": ("llm.lora_rank", int, "LoRA rank, 0 = full fine-tune (llm trainee)"),
+    "llm-sft-steps": ("llm.sft_steps", int, "warm-start steps on optimal plans, 0 = off"),
+    "llm-val-per-cell": ("llm.validation_per_cell", int, "validation instances per agents x "
+                         "size cell (llm trainee)"),
+    "llm-heldout-per-cell": ("llm.heldout_per_cell", int, "held-out instances per cell "
+                             "(llm trainee)"),
+    "llm-eval-tokens": ("llm.eval_max_new_tokens", int, "reply length cap when validating "
+                        "and verifying (llm trainee)"),
+    "llm-verify-levels": ("llm.verify_levels", int, "fresh levels per candidate in "
+                          "verification (llm trainee)"),
 }
 
 
@@ -287,8 +305,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import jax
 
     from designer.loop import ClosedLoop
-    from policy import checkpoint
-    from policy.validation import validate
 
     run_json = args.run / "run.json"
     if not run_json.is_file():
@@ -301,10 +317,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     stage = done[-1] if args.stage is None else args.stage
     if stage not in done:
         raise CliError(f"stage {stage} is not finished in {args.run} (finished: {done})")
-    runner = checkpoint.restore(loop.folder.stage_dir(stage) / "ckpt",
-                                loop.trainer.init(jax.random.PRNGKey(0)))
-    v = validate(runner.params, loop.network, jax.random.PRNGKey(3), loop.heldout,
-                 cfg=loop.eval_cfg)
+    state = loop.trainee.restore(loop.folder.stage_dir(stage) / "ckpt",
+                                 loop.trainee.init(jax.random.PRNGKey(0)))
+    v = loop.trainee.validate(state, loop.heldout, jax.random.PRNGKey(3))
     print(loop.task.markdown(v.table, f"{args.run}, stage {stage}: held-out split"))
     return 0
 

@@ -1,8 +1,9 @@
 """The closed loop: train a stage, validate, ask the engineer, verify, choose, record, continue.
 
 Stage k of `ClosedLoop.run()`:
-1. train the trainee on the current config for the stage budget (`Trainer.train_stage`, one
-   jit; the trainee's state carries over; a new config never recompiles);
+1. train the trainee on the current config for the stage budget (`policy.trainee.Trainee`:
+   the jitted PPO trainee, one jit, a new config never recompiles; or the GRPO LLM trainee;
+   the state carries over; the loop never branches on the kind);
 2. validate on the *validation* split (the engineer's evidence, F) and evaluate on the
    *held-out* split (for the report only; no engineer ever reads it);
 3. build the context (F, G, H without round 0, T, optional S) and ask the engineer for
@@ -41,12 +42,8 @@ from designer.runfolder import RunFolder
 from designer.sampling import random_values
 from designer.settings import RunSettings
 from designer.tasks import make_task
+from designer.trainees import make_trainee
 from designer.verify import Verifier
-from policy import checkpoint
-from policy.guard import check_finite
-from policy.network import ActorCritic
-from policy.ppo import Hparams, RunnerState, make_train
-from policy.validation import validate
 
 
 @dataclass
@@ -101,6 +98,14 @@ def git_commit() -> str | None:
         return None
 
 
+def engineer_extras(trainee: Any) -> dict[str, Any]:
+    """`trainee=` for `make_engineer` where it takes one (an engineer that is the trainee)."""
+    import inspect
+
+    return ({"trainee": trainee} if "trainee" in inspect.signature(make_engineer).parameters
+            else {})
+
+
 class ClosedLoop:
     """One run of the closed loop into a run folder (see the module docstring)."""
 
@@ -119,29 +124,17 @@ class ClosedLoop:
         # Everything about the environment family (MAPF, a control task, ...) is the task's.
         self.task = make_task(settings)
         self.env, self.space = self.task.env, self.task.space
-        t = settings.trainee
-        self.hp = Hparams(num_envs=t.num_envs, num_steps=t.num_steps,
-                          num_updates=settings.num_updates, update_epochs=t.update_epochs,
-                          num_minibatches=t.num_minibatches, pool_size=t.pool_size, lr=t.lr,
-                          ent_coef=t.ent_coef)
-        self.network = ActorCritic(num_actions=self.env.num_actions,
-                                   action_dim=getattr(self.env, "action_dim", 0),
-                                   hidden=t.hidden, critic=t.critic,
-                                   mask_actions=t.mask_actions, mixer=t.mixer,
-                                   mixer_radius=t.mixer_radius)
-        self.trainer = make_train(self.env, self.network, self.hp)
-        self.train_stage = self.trainer.train_stage
-        if self.multi:
-            from policy.distributed import make_distributed_stage
-
-            self.train_stage = make_distributed_stage(self.trainer)
+        # Whatever learns (PPO, the GRPO LLM) is behind `policy.trainee.Trainee`.
+        self.trainee = make_trainee(settings, self.task, processes)
         self.validator, self.heldout = self.task.validator, self.task.heldout
         self.eval_cfg = self.task.eval_cfg  # validation and held-out play under the run's rules
         v = settings.verify
-        self.verifier = Verifier(self.env, self.network, k=v.k, episodes=v.episodes,
+        self.verifier = Verifier(evaluator=self.trainee.evaluator, k=v.k,
+                                 episodes=self.trainee.verify_episodes(v.episodes),
                                  floor=v.floor, ceiling=v.ceiling, targets=self.task.targets,
                                  space=self.space)
-        self.engineer = make_engineer(settings, self.folder, backend=backend, task=self.task)
+        self.engineer = make_engineer(settings, self.folder, backend=backend, task=self.task,
+                                      **engineer_extras(self.trainee))
         self.builder = ContextBuilder(settings.context,
                                       guidelines=settings.guidelines or self.task.guidelines,
                                       history_k=settings.history_k,
@@ -165,11 +158,11 @@ class ClosedLoop:
         return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(self.s.seed), stage),
                                   what)
 
-    def verify(self, params: Any, stage: int, current: dict) -> Callable:
+    def verify(self, policy: Any, stage: int, current: dict) -> Callable:
         def run(cands: list[dict]) -> list:
             n = -(-len(cands) // self.verifier.k) * self.verifier.k
             self.verify_episodes += n * self.verifier.episodes
-            return self.verifier.score(params, cands, current, self.key(stage, 7))
+            return self.verifier.score(policy, cands, current, self.key(stage, 7))
         return run
 
     # --------------------------------------------------------------------- run
@@ -195,7 +188,7 @@ class ClosedLoop:
         elif done and f.read_json("run.json")["settings"] != json.loads(s.model_dump_json()):
             raise ValueError(f"{f.path} holds a run with other settings; resume it with the "
                              "same flags or choose another --out")
-        runner = self.trainer.init(jax.random.PRNGKey(s.seed))
+        runner = self.trainee.init(jax.random.PRNGKey(s.seed))
         history: list[HistoryEntry] = []
         results = [self._load_stage(k) for k in done]
         if results and results[-1].last:
@@ -206,7 +199,7 @@ class ClosedLoop:
                     f.stage_rel(r.stage) / "validation.json")["summary"]))
         self.verify_episodes = sum(r.times.get("verify_episodes", 0) for r in results)
         if results:
-            runner = checkpoint.restore(f.stage_dir(done[-1]) / "ckpt", runner)
+            runner = self.trainee.restore(f.stage_dir(done[-1]) / "ckpt", runner)
             if self.multi:  # every process has read the same finished stages
                 from jax.experimental import multihost_utils
 
@@ -226,43 +219,35 @@ class ClosedLoop:
                 break
         return results
 
-    def _stage(self, stage: int, runner: RunnerState, values: dict[str, Any],
+    def _stage(self, stage: int, runner: Any, values: dict[str, Any],
                history: list[HistoryEntry], train_s: float
-               ) -> tuple[RunnerState, StageResult, HistoryEntry]:
+               ) -> tuple[Any, StageResult, HistoryEntry]:
         f, s = self.folder, self.s
         rel = f.stage_rel(stage)
         times: dict[str, float] = {}
         verified_before = self.verify_episodes
         with self.phase(stage, "train", times):
-            runner, metrics = self.train_stage(runner, self.space.to_config(values),
-                                               self.key(stage, 1))
-            jax.block_until_ready(runner)
-        if self.multi:
-            from policy.distributed import to_local
-
-            runner, metrics = to_local((runner, metrics))
-        check_finite(metrics, where=f"stage {stage}")
-        train = self.trainer.summarize(metrics)
+            runner, train = self.trainee.train_stage(runner, self.space.to_config(values),
+                                                     self.key(stage, 1), stage=stage)
         with self.phase(stage, "validate", times):
-            val = validate(runner.params, self.network, self.key(stage, 2), self.validator,
-                           cfg=self.eval_cfg)
+            val = self.trainee.validate(runner, self.validator, self.key(stage, 2))
         out_of_time = (s.train_minutes is not None
                        and train_s + times["train"] >= 60 * s.train_minutes)
         last = stage == s.stages - 1 or out_of_time
         held = None
         if self.main and (last or (stage + 1) % s.heldout_every == 0):
             with self.phase(stage, "heldout", times):
-                held = validate(runner.params, self.network, self.key(stage, 3), self.heldout,
-                                cfg=self.eval_cfg)
+                held = self.trainee.validate(runner, self.heldout, self.key(stage, 3))
         failures = self.task.failures(val, train, s.seed + stage)
         entry = HistoryEntry(stage=stage, values=editable_values(self.space, values),
                              summary=failures.summary())
         ctx = Context(stage=stage, stages_total=s.stages,
-                      env_steps_per_stage=self.hp.num_updates * self.hp.steps_per_update,
-                      env_steps_so_far=int(runner.env_steps), current=values, space=self.space,
+                      env_steps_per_stage=self.trainee.steps_per_stage,
+                      env_steps_so_far=self.trainee.steps(runner), current=values,
+                      space=self.space,
                       failures=failures, history=list(history), train=train,
                       self_summary=self.self_summary,
-                      verify=self.verify(runner.params, stage, values))
+                      verify=self.verify(self.trainee.policy(runner), stage, values))
         proposals, scores, choice = [], [], {"index": None, "reason": "last stage: no proposal",
                                              "next_values": values}
         if hasattr(self.engineer, "last_prompt"):
@@ -284,13 +269,13 @@ class ClosedLoop:
             choice = {**choice, "next_values": broadcast_values(choice["next_values"])}
         times["verify_episodes"] = self.verify_episodes - verified_before
         if not self.main:
-            result = StageResult(stage=stage, values=values, env_steps=int(runner.env_steps),
+            result = StageResult(stage=stage, values=values, env_steps=self.trainee.steps(runner),
                                  times=times, validation=val.table.to_dict(), heldout=None,
                                  train=train, choice=choice, last=last)
             return runner, result, entry
         f.write_json(rel / "config.json", {"values": values,
                                            "editable": editable_values(self.space, values)})
-        f.write_json(rel / "train.json", {**train, "env_steps": int(runner.env_steps)})
+        f.write_json(rel / "train.json", {**train, "env_steps": self.trainee.steps(runner)})
         f.write_json(rel / "validation.json", {"split": val.split, "summary": entry.summary,
                                                "table": val.table.to_dict(),
                                                "failures": failures.__dict__})
@@ -301,8 +286,8 @@ class ClosedLoop:
         f.write_json(rel / "candidates.json", [
             {**p.__dict__, "score": sc.to_dict()} for p, sc in zip(proposals, scores)])
         f.write_json(rel / "choice.json", choice)
-        checkpoint.save(f.stage_dir(stage) / "ckpt", runner, step=stage, max_to_keep=1)
-        result = StageResult(stage=stage, values=values, env_steps=int(runner.env_steps),
+        self.trainee.save(f.stage_dir(stage) / "ckpt", runner, step=stage)
+        result = StageResult(stage=stage, values=values, env_steps=self.trainee.steps(runner),
                              times=times, validation=val.table.to_dict(), heldout=heldout,
                              train=train, choice=choice, last=last)
         f.finish_stage(stage, self._summary(result))

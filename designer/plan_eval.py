@@ -37,9 +37,9 @@ from designer.plan_prompt import MODES, PROMPT_VERSION, plan_messages, plan_sche
 from jaxenv.mapf.benchmark.heldout import load_split
 from jaxenv.mapf.benchmark.report import Table, format_markdown, make_table
 from jaxenv.mapf.level import Level
-from jaxenv.mapf.plans import CHECKS, parse_plan, stack_plans, verify_batch
+from jaxenv.mapf.plans import CHECKS, verify_texts
+from jaxenv.mapf.plans.verify import MAX_PLAN_STEPS  # cells per path read (longer: unparsable)
 
-MAX_PLAN_STEPS = 256  # cells per path the verifier reads; longer paths count as unparsable
 MAX_ERRORS_IN_A_ROW = 3
 MAX_AGENTS = 5  # the held-out split's largest agent count
 MAX_SIZE = 10
@@ -195,16 +195,9 @@ def score(answers: AnswerLog, cost: str = "makespan") -> EvalResult:
         raise ValueError(f"{answers.path}: ids {missing[:5]} are not instances of the "
                          f"{split} split")
     pos = np.asarray([row_of[int(i)] for i in ids], np.int64)
-    plans = []
-    for i in ids:
-        report = parse_plan(answers.answers[int(i)].get("text"))
-        plans.append(report.to_arrays(MAX_AGENTS, MAX_PLAN_STEPS))
-    batch = stack_plans(plans)
-    mode = "map" if jax.default_backend() == "cpu" else "vmap"  # see verify_batch
-    v = verify_batch(jax.tree.map(lambda x: x[pos], levels), batch.cells, batch.length,
-                     batch.parsed_ok, cost=cost, mode=mode)
-    valid, optimal = np.asarray(v.valid), np.asarray(v.optimal)
-    checks = np.asarray(v.checks)
+    v = verify_texts(jax.tree.map(lambda x: x[pos], levels),
+                     [answers.answers[int(i)].get("text") for i in ids], cost, MAX_PLAN_STEPS)
+    valid, optimal, checks = np.asarray(v.valid), np.asarray(v.optimal), np.asarray(v.checks)
     table = make_table(valid, optimal, meta["agents"][pos], meta["size"][pos],
                        meta["subset"][pos], checks, split=split)
     recs = [answers.answers[int(i)] for i in ids]

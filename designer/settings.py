@@ -15,8 +15,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from designer.context import parse_modules
+from policy.llm.settings import LLMTraineeSettings
 
 ENGINEERS = ("fixed", "dr", "learnability", "mutate", "rules", "llm")
+TRAINEES = ("ppo", "llm")
+# The LLM trainee's CPU preset: maps of 3x3 and 4x4 (the first config is drawn over them).
+LLM_CAPACITY = {"max_size": 4, "max_agents": 2}
 BACKENDS = ("transformers", "llamacpp", "vllm", "openai", "replay")
 
 
@@ -105,7 +109,11 @@ class RunSettings(Strict):
                                "at the last).")
     seed: int = Field(0, ge=0, description="Seed of round 0's config, training and sampling.")
     capacity: CapacitySettings = CapacitySettings()
+    trainee_kind: Literal[TRAINEES] = Field("ppo", description="Who learns: ppo (the jitted "
+                                            "policy) or llm (whole plans, GRPO with tunix).")
     trainee: TraineeSettings = TraineeSettings()
+    llm: LLMTraineeSettings = Field(default_factory=LLMTraineeSettings,
+                                    description="The LLM trainee's stage (trainee_kind llm).")
     task: TaskSettings = TaskSettings()
     verify: VerifySettings = VerifySettings()
 
@@ -138,6 +146,17 @@ class RunSettings(Strict):
         if isinstance(t, TraineeSettings):
             t = {k: getattr(t, k) for k in t.model_fields_set}
         return {**data, "trainee": {**defaults, **dict(t)}}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _llm_capacity(cls, data: Any) -> Any:
+        """The LLM trainee's CPU preset fills the capacity fields the run does not set."""
+        if not isinstance(data, dict) or data.get("trainee_kind") != "llm":
+            return data
+        c = data.get("capacity", {})
+        if isinstance(c, CapacitySettings):
+            c = {k: getattr(c, k) for k in c.model_fields_set}
+        return {**data, "capacity": {**LLM_CAPACITY, **dict(c)}}
 
     @field_validator("guidelines")
     @classmethod

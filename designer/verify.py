@@ -3,7 +3,8 @@
 `Verifier.score(params, candidates, current, key)` stacks the candidates into one batched config
 pytree, padded to a fixed `k` (so after the first call verification never recompiles, whatever
 the values), generates `episodes` fresh levels from each candidate and plays them with the
-current policy (`policy.evaluate.Evaluator`, greedy, inside the same jit). Per candidate:
+current policy (`policy.evaluate.Evaluator`, greedy, inside the same jit; or any trainee's
+`evaluator`, e.g. the LLM trainee's batched whole-plan sampler). Per candidate:
 
 - success p: the share of successful episodes (the env's `valid` metric, e.g. MAPF's; else its
   `success` metric, e.g. a control task's return threshold; else outcome 0);
@@ -96,12 +97,17 @@ def success_of(result: Any) -> np.ndarray:
 class Verifier:
     """Scores candidate configs with the current policy (see the module docstring)."""
 
-    def __init__(self, env: Any, network: Any, *, k: int = 8, episodes: int = 1024,
+    def __init__(self, env: Any = None, network: Any = None, *, evaluator: Any = None,
+                 k: int = 8, episodes: int = 1024,
                  floor: float = 0.05, ceiling: float = 0.95, tie: float = 0.01,
                  targets: Mapping[str, Sequence[str]] | None = None, space: Any = None):
+        """`evaluator`: any trainee's scorer with `Evaluator`'s call (policy, stacked configs,
+        key, n_per_config=) -> per-episode results (`policy.trainee.Trainee.evaluator`);
+        default: the PPO `Evaluator` of (`env`, `network`)."""
         if not 0.0 <= floor < ceiling <= 1.0:
             raise ValueError(f"need 0 <= floor < ceiling <= 1, got {floor}, {ceiling}")
-        self.evaluator = Evaluator(env, network, record=False)
+        self.evaluator = (evaluator if evaluator is not None
+                          else Evaluator(env, network, record=False))
         self.space = space if space is not None else self.evaluator.env.config_space
         self.k, self.episodes = k, episodes
         self.floor, self.ceiling, self.tie = floor, ceiling, tie

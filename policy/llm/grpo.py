@@ -66,7 +66,9 @@ class GRPOTrainee:
     """GRPO on one stage (see the module docstring)."""
 
     def __init__(self, model: Any, tokenizer: Any, stage: Stage, settings: GRPOSettings,
-                 mesh: Any = None):
+                 mesh: Any = None, actor: Any = None):
+        """``actor``: an already-built trainable model to keep training (the loop's LLM trainee
+        carries its LoRA model over the stages); default: LoRA on ``model`` (or ``model``)."""
         import optax
         from tunix.rl import rl_cluster as rl
         from tunix.rl.grpo.grpo_learner import GRPOConfig, GRPOLearner
@@ -79,13 +81,14 @@ class GRPOTrainee:
         self.log = StepLog()
         s = settings
         if s.lora_rank > 0:
-            actor = adapter.apply_lora(model, self.mesh, s.lora_rank, s.lora_alpha)
+            if actor is None:
+                actor = adapter.apply_lora(model, self.mesh, s.lora_rank, s.lora_alpha)
             reference = model
         else:
             from flax import nnx
 
-            actor = model
-            reference = nnx.clone(model) if s.beta > 0 else None
+            actor = model if actor is None else actor
+            reference = nnx.clone(actor) if s.beta > 0 else None
         self.actor = actor
         self.prompts = [adapter.chat_prompt(self.tokenizer, m) for m in stage.messages]
         opt = optax.adamw(s.learning_rate, b1=0.9, b2=0.99, weight_decay=0.0)

@@ -258,3 +258,46 @@ def apply_lora(base: Any, mesh: Any, rank: int = 16, alpha: float = 32.0) -> Any
     lora = qwix.apply_lora_to_model(base, provider, **base.get_model_input())
     with mesh:
         return reshard.reshard_model_to_mesh(lora, mesh)
+
+
+# ---------------------------------------------------------------------------- sampling
+class PlanSampler:
+    """Batched whole-reply sampling with tunix's own sampler, one compiled shape.
+
+    Prompts are left-padded to ``prompt_len`` tokens (a call's longest prompt rounded up to
+    64, at most ``max_prompt``) and batches to a multiple of 8 rows (at most ``batch``,
+    repeating the last prompt): few compiled shapes, and no prefill wasted on padding (on a
+    CPU the prefill dominates). The sampler reads the model's variables at each call: a model
+    trained or restored in place (nnx) is sampled as it is now. ``temperature`` 0 is greedy."""
+
+    def __init__(self, model: Any, config: Any, tok: Any, *, max_prompt: int,
+                 max_new: int, batch: int):
+        from tunix.generate import sampler as sampler_lib
+
+        self.tok, self.max_prompt, self.max_new, self.batch = tok, max_prompt, max_new, batch
+        cache = sampler_lib.CacheConfig(cache_size=max_prompt + max_new + 8,
+                                        num_layers=config.num_layers,
+                                        num_kv_heads=config.num_kv_heads,
+                                        head_dim=config.head_dim)
+        self.sampler = sampler_lib.Sampler(transformer=model, tokenizer=tok, cache_config=cache)
+
+    def __call__(self, prompts: Sequence[str], *, temperature: float = 0.0, seed: int = 0,
+                 prompt_len: int | None = None) -> list[str]:
+        """One reply per prompt (in order)."""
+        import jax
+
+        plen = min(self.max_prompt, -(-(prompt_len or self.max_prompt) // 64) * 64)
+        rows = min(self.batch, -(-len(prompts) // 8) * 8)
+        out: list[str] = []
+        for start in range(0, len(prompts), rows):
+            chunk = list(prompts[start:start + rows])
+            n = len(chunk)
+            chunk += [chunk[-1]] * (rows - n)
+            sampled = {"temperature": temperature, "top_p": 1.0} if temperature > 0 else {}
+            res = self.sampler(chunk, max_generation_steps=self.max_new,
+                               max_prompt_length=plen,
+                               eos_tokens=[int(self.tok.eos_token_id)],
+                               seed=jax.random.fold_in(jax.random.PRNGKey(seed), start),
+                               **sampled)
+            out.extend(str(t) for t in res.text[:n])
+        return out

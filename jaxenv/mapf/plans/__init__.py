@@ -18,8 +18,10 @@ from jaxenv.mapf.plans.verify import (
     verify_one,
     verify_plan,
     verify_text,
+    verify_texts,
 )
 
 __all__ = ["CHECKS", "COSTS", "ParseReport", "Plan", "Verdict", "accuracy_reward",
            "episode_plans", "format_plan", "parse_plan", "plan_arrays", "stack_plans",
-           "verify_batch", "verify_episodes", "verify_one", "verify_plan", "verify_text"]
+           "verify_batch", "verify_episodes", "verify_one", "verify_plan", "verify_text",
+           "verify_texts"]

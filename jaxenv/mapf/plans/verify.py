@@ -17,7 +17,7 @@ from flax import struct
 
 from jaxenv.mapf import rules
 from jaxenv.mapf.level import Level
-from jaxenv.mapf.plans.parse import ParseReport, parse_plan
+from jaxenv.mapf.plans.parse import ParseReport, parse_plan, stack_plans
 
 CHECKS = (
     "parsable",
@@ -158,3 +158,20 @@ def verify_text(level: Level, text: str, cost: str = "makespan",
     report = parse_plan(text)
     plan = report.to_arrays(level.max_agents, horizon)
     return verify_one(level, plan.cells, plan.length, plan.parsed_ok, cost=cost), report
+
+
+MAX_PLAN_STEPS = 256  # cells per path the text scorer reads; longer paths count as unparsable
+
+
+def verify_texts(levels: Level, texts: list, cost: str = "makespan",
+                 horizon: int = MAX_PLAN_STEPS) -> Verdict:
+    """Replies [N] against levels [N]: each text through the bounded parser (anything, however
+    broken, is a parse failure, never an exception), then all plans in **one** batched
+    verifier call (``lax.map`` on a CPU, ``vmap`` elsewhere). What ``designer.plan_eval.score``
+    and the LLM trainee's validation and verification both use."""
+    import numpy as np
+
+    max_agents = int(np.asarray(levels.starts).shape[-2])
+    batch = stack_plans([parse_plan(t).to_arrays(max_agents, horizon) for t in texts])
+    mode = "map" if jax.default_backend() == "cpu" else "vmap"
+    return verify_batch(levels, batch.cells, batch.length, batch.parsed_ok, cost=cost, mode=mode)
