@@ -488,7 +488,8 @@ def parser() -> Parser:
                    "(to try a multi-device job on one machine)")
     c = sub.add_parser("compare", help="engineers x seeds at equal budget, then report.md")
     add_run_flags(c)
-    c.add_argument("--engineers", default=",".join(ENGINEERS), help="comma-separated")
+    c.add_argument("--engineers", default=",".join(e for e in ENGINEERS if e != "self"),
+                   help="comma-separated (self needs --trainee llm)")
     c.add_argument("--seeds", default="0,1,2", help="comma-separated integers")
     c.add_argument("--out", type=Path, help="folder of the runs and the report")
     e = sub.add_parser("eval", help="the held-out table of a run's trainee, or of an LLM "

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from designer.context import parse_modules
 
-ENGINEERS = ("fixed", "dr", "learnability", "mutate", "rules", "llm")
+ENGINEERS = ("fixed", "dr", "learnability", "mutate", "rules", "llm", "self")
 BACKENDS = ("transformers", "llamacpp", "vllm", "openai", "replay")
 
 

@@ -19,11 +19,13 @@ CORPUS = ["A0: (0,0) -> (0,1) -> (1,1)", "A1: (2,2) -> (2,2) -> (2,1)",
 
 def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
                 vocab: int = 64, layers: int = 2, head_scale: float = 0.05,
-                tied: bool = False, json_text: bool = False) -> Path:
+                tied: bool = False, json_text: bool = False, corpus: tuple[str, ...] = ()
+                ) -> Path:
     """Write the tiny model (config, safetensors, tokenizer) into ``path``.
 
     ``json_text``: every byte in the vocabulary (at least 300 tokens), so a grammar can make
-    the model write any JSON (the ``self`` engineer's tests)."""
+    the model write any JSON (the ``self`` engineer's tests); ``corpus``: more BPE training
+    text (shorter prompts in tokens)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -36,7 +38,7 @@ def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
     vocab = max(vocab, 300) if json_text else vocab
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIAL, show_progress=False,
                                   initial_alphabet=alphabet)
-    bpe.train_from_iterator(CORPUS * 10, trainer)
+    bpe.train_from_iterator(CORPUS * 10 + list(corpus), trainer)
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
                                   pad_token="<|endoftext|>")
     tok.chat_template = CHATML
