@@ -72,6 +72,10 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "guidelines": ("guidelines", str, "guidelines file (G) replacing the shipped one"),
     "token-budget": ("token_budget", int, "prompt token budget"),
     "max-tokens": ("max_tokens", int, "tokens per LLM reply"),
+    "learn": ("learn.enabled", bool, "the llm engineer learns from verification (GRPO on a "
+              "LoRA of its model; transformers backend)"),
+    "learn-from": ("learn.source", str, "start the learning engineer from a saved adapter"),
+    "learn-lr": ("learn.lr", float, "learning rate of the learning engineer"),
 }
 
 
@@ -82,7 +86,11 @@ def command_line() -> str:
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     for flag, (_, typ, helptext) in RUN_FLAGS.items():
-        p.add_argument(f"--{flag}", type=typ, default=None, help=helptext)
+        if typ is bool:  # a switch
+            p.add_argument(f"--{flag}", action="store_const", const=True, default=None,
+                           help=helptext)
+        else:
+            p.add_argument(f"--{flag}", type=typ, default=None, help=helptext)
     p.add_argument("--settings", type=Path, help="a JSON, TOML or YAML file of run settings "
                    "(flags override it)")
 

@@ -310,6 +310,14 @@ def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
         return RulesEngineer(curriculum)
     from designer.context import ContextBuilder
 
+    learn = getattr(s, "learn", None)
+    if learn is not None and learn.enabled:
+        if s.engineer == "self":
+            raise ValueError("--learn with the self engineer is not supported yet (it would "
+                             "train the trainee's own weights on engineer rewards)")
+        if s.backend != "transformers":
+            raise ValueError("--learn needs --backend transformers (tunix loads the "
+                             "engineer's weights)")
     if s.engineer == "self":
         return _self_engineer(s, folder, task, trainee)
     if backend is None:
@@ -320,8 +328,32 @@ def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
     builder = ContextBuilder(s.context, guidelines=guidelines, history_k=s.history_k,
                              history_round0=s.history_round0, token_budget=s.token_budget,
                              count_tokens=getattr(backend, "count_tokens", None))
-    return LLMEngineer(backend, builder, roles=s.roles, n=s.candidates,
-                       max_tokens=s.max_tokens, seed=s.seed, curriculum=curriculum)
+    eng = LLMEngineer(backend, builder, roles=s.roles, n=s.candidates,
+                      max_tokens=s.max_tokens, seed=s.seed, curriculum=curriculum)
+    if learn is None or not learn.enabled:
+        return eng
+    return _learning(eng, s, folder)
+
+
+def _learning(eng: LLMEngineer, s: Any, folder: Any) -> Any:
+    """The `llm` engineer wrapped by `designer.learning.LearningEngineer` (`--learn`)."""
+    import tempfile
+    from pathlib import Path
+
+    from designer.learning import ADAPTERS, LearningEngineer
+
+    l_ = s.learn
+
+    def learner() -> Any:
+        from policy.llm.engineer_rl import EngineerLearner
+
+        return EngineerLearner(s.model, rank=l_.rank, alpha=l_.alpha, lr=l_.lr, beta=l_.beta,
+                               steps=l_.steps)
+
+    root = (Path(tempfile.mkdtemp(prefix="envengineer-learn-")) if folder is None
+            else folder.path / ADAPTERS)
+    return LearningEngineer(eng, learner, root, floor=s.verify.floor, ceiling=s.verify.ceiling,
+                            learn_from=l_.source)
 
 
 def _self_engineer(s: Any, folder: Any, task: Any, trainee: Any) -> SelfEngineer:
