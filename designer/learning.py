@@ -110,21 +110,24 @@ class LearningEngineer:
         self.last_learn = self._learn(context, props)
         return props
 
-    def _group(self) -> tuple[list[dict[str, str]] | None, list[str], list[bool]]:
-        """The prompt of the proposing call, its replies' texts and which became proposals."""
+    def _group(self) -> tuple[list[dict[str, str]] | None, list[str], list[bool], list[bool]]:
+        """The prompt of the proposing call, its replies' texts, which became proposals and
+        which ended (a reply cut by max_tokens or the time limit has no end token)."""
         lp = self.engineer.last_prompt or {}
         prompts = lp.get("prompts") or []
         drafts = lp.get("drafts") or []
         want = "engineer.md" if getattr(self.engineer, "roles", "single") == "team" \
             else "single.md"
         messages = next((p["messages"] for p in prompts if p.get("template") == want), None)
+        ended = [not str(d.get("error") or "").startswith(("cut at", "stopped by"))
+                 for d in drafts]
         return messages, [str(d.get("reply") or "") for d in drafts], \
-            [d.get("error") is None for d in drafts]
+            [d.get("error") is None for d in drafts], ended
 
     def _learn(self, context: Any, props: list[Any]) -> dict[str, Any]:
         stage = context.stage
         record: dict[str, Any] = {"stage": stage}
-        messages, texts, usable = self._group()
+        messages, texts, usable, ended = self._group()
         llm_props = [p for p in props if not p.source.startswith("rules")]
         if messages is None or not texts or context.verify is None \
                 or len(llm_props) != sum(usable):
@@ -133,7 +136,7 @@ class LearningEngineer:
             scores = iter(context.verify([p.values for p in llm_props]))
             rewards = [reward_of(next(scores), self.floor, self.ceiling) if ok else 0.0
                        for ok in usable]
-            record.update(self.learner.step(messages, texts, rewards))
+            record.update(self.learner.step(messages, texts, rewards, ended))
             if "skipped" not in record:
                 self.learner.save_adapter(self.adapter_path(stage))
                 self.adapter_stage = stage

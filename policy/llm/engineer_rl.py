@@ -106,13 +106,17 @@ class EngineerLearner:
         return TransformersBackend.prompt_ids(SimpleNamespace(tokenizer=self.tokenizer,
                                                               model="engineer"), messages)
 
-    def batch(self, messages: list[dict[str, str]], texts: list[str]) -> tuple[np.ndarray, ...]:
-        """(tokens, valid, completion mask) for one prompt and its completions."""
+    def batch(self, messages: list[dict[str, str]], texts: list[str],
+              ended: list[bool] | None = None) -> tuple[np.ndarray, ...]:
+        """(tokens, valid, completion mask) for one prompt and its completions (each closed by
+        the end-of-reply token unless ``ended`` says it was cut)."""
         prompt = self.prompt_ids(messages)
         eos = int(self.tokenizer.eos_token_id)
         pad = self.tokenizer.pad_token_id
         pad = eos if pad is None else int(pad)
-        rows = [self.tokenizer(t, add_special_tokens=False)["input_ids"] + [eos] for t in texts]
+        ended = [True] * len(texts) if ended is None else ended
+        rows = [self.tokenizer(t, add_special_tokens=False)["input_ids"] + [eos] * bool(e)
+                for t, e in zip(texts, ended)]
         length = len(prompt) + max(len(r) for r in rows)
         length = -(-length // BUCKET) * BUCKET
         tokens = np.full((len(rows), length), pad, np.int32)
@@ -135,7 +139,7 @@ class EngineerLearner:
         return np.asarray((np.asarray(lp) * cmask).sum(-1))
 
     def step(self, messages: list[dict[str, str]], texts: list[str],
-             rewards: Any) -> dict[str, Any]:
+             rewards: Any, ended: list[bool] | None = None) -> dict[str, Any]:
         """``steps`` GRPO updates on one group; returns what happened (for the run folder)."""
         adv = advantages(rewards)
         out: dict[str, Any] = {"rewards": [float(r) for r in rewards],
@@ -143,7 +147,7 @@ class EngineerLearner:
         if not texts or not np.any(adv):
             out["skipped"] = "no advantage (the group's rewards are all equal)"
             return out
-        tokens, valid, cmask = self.batch(messages, texts)
+        tokens, valid, cmask = self.batch(messages, texts, ended)
         with self.mesh:
             ref = self._logps(self.base, tokens, valid)
             for _ in range(self.steps):
