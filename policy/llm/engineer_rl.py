@@ -57,12 +57,27 @@ def _logps(model: Any, tokens: Any, valid: Any) -> Any:
     return jnp.take_along_axis(lp, tokens[:, 1:, None], axis=-1)[..., 0]
 
 
+def _remat(model: Any) -> None:
+    """Recompute each decoder layer in the backward pass (tunix's ``RematConfig.DECODER``):
+    without it a 30-layer model keeps every layer's attention for the gradient (63 GB asked
+    for 4 rows of 2,000 tokens of SmolLM2 on the CPU)."""
+    import dataclasses
+
+    from tunix.models.llama3.model import ModelConfig, RematConfig
+
+    cfg = dataclasses.replace(model.config, remat_config=RematConfig.DECODER)
+    for _, module in model.iter_modules():
+        if isinstance(getattr(module, "config", None), ModelConfig):
+            module.config = cfg
+
+
 class EngineerLearner:
     """A LoRA of the engineer's model trained on verification rewards (module docstring)."""
 
     def __init__(self, model: str | Path | None = None, *, rank: int = 16, alpha: float = 32.0,
                  lr: float = 1e-4, beta: float = 0.0, steps: int = 1, mesh: Any = None,
-                 loaded: tuple[Any, Any, Path] | None = None):
+                 loaded: tuple[Any, Any, Path] | None = None, micro: int = 1,
+                 remat: bool = True):
         import optax
         from flax import nnx
 
@@ -72,27 +87,49 @@ class EngineerLearner:
         base, tok, folder = A.load_model(model, self.mesh) if loaded is None else loaded
         self.base, self.tokenizer, self.folder = base, A.fix_tokenizer(tok), Path(folder)
         self.rank, self.alpha, self.beta, self.steps = rank, alpha, beta, steps
+        self.micro = max(1, int(micro))
+        if remat:
+            _remat(base)
         self.model = A.apply_lora(base, self.mesh, rank, alpha)
         self.optimizer = nnx.Optimizer(self.model, optax.adam(lr), wrt=nnx.LoRAParam)
         self.updates = 0
         beta_ = float(beta)
 
-        def loss_fn(model, tokens, valid, cmask, adv, ref):
+        def loss_fn(model, tokens, valid, cmask, adv, ref, n):
             import jax.numpy as jnp
 
             lp = _logps(model, tokens, valid)
-            n = jnp.maximum(cmask.sum(), 1.0)
             loss = -(adv[:, None] * lp * cmask).sum() / n
             d = ref - lp
             kl = ((jnp.exp(d) - d - 1.0) * cmask).sum() / n
             return loss + beta_ * kl, kl
 
         @nnx.jit
-        def train_step(model, optimizer, tokens, valid, cmask, adv, ref):
+        def grad_rows(model, tokens, valid, cmask, adv, ref, n):
             grad_fn = nnx.value_and_grad(loss_fn, argnums=nnx.DiffState(0, nnx.LoRAParam),
                                          has_aux=True)
-            (loss, kl), grads = grad_fn(model, tokens, valid, cmask, adv, ref)
+            (loss, kl), grads = grad_fn(model, tokens, valid, cmask, adv, ref, n)
+            return loss, kl, grads
+
+        @nnx.jit
+        def apply(model, optimizer, grads):
             optimizer.update(model, grads)
+
+        def train_step(model, optimizer, tokens, valid, cmask, adv, ref):
+            """One update from the whole group, `micro` rows at a time (gradients summed:
+            a 2,000-token prompt's activations for 4 rows do not fit a small machine)."""
+            import jax
+            import jax.numpy as jnp
+
+            n = jnp.float32(max(float(np.asarray(cmask).sum()), 1.0))
+            total, loss, kl = None, 0.0, 0.0
+            for i in range(0, tokens.shape[0], self.micro):
+                rows = slice(i, i + self.micro)
+                part, k, grads = grad_rows(model, tokens[rows], valid[rows], cmask[rows],
+                                           adv[rows], ref[rows], n)
+                total = grads if total is None else jax.tree.map(jnp.add, total, grads)
+                loss, kl = loss + float(part), kl + float(k)
+            apply(model, optimizer, total)
             return loss, kl
 
         self._train_step = train_step
@@ -135,8 +172,14 @@ class EngineerLearner:
         """sum_t log pi(completion | prompt) of each text (default: the LoRA model)."""
         tokens, valid, cmask = self.batch(messages, texts)
         with self.mesh:
-            lp = self._logps(self.model if model is None else model, tokens, valid)
-        return np.asarray((np.asarray(lp) * cmask).sum(-1))
+            lp = self._row_logps(self.model if model is None else model, tokens, valid)
+        return (lp * cmask).sum(-1)
+
+    def _row_logps(self, model: Any, tokens: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        """`_logps` one row at a time (the logits of a long prompt are large)."""
+        return np.concatenate([np.asarray(self._logps(model, tokens[i:i + 1],
+                                                      valid[i:i + 1]))
+                               for i in range(tokens.shape[0])])
 
     def step(self, messages: list[dict[str, str]], texts: list[str],
              rewards: Any, ended: list[bool] | None = None) -> dict[str, Any]:
@@ -149,7 +192,7 @@ class EngineerLearner:
             return out
         tokens, valid, cmask = self.batch(messages, texts, ended)
         with self.mesh:
-            ref = self._logps(self.base, tokens, valid)
+            ref = self._row_logps(self.base, tokens, valid)
             for _ in range(self.steps):
                 loss, kl = self._train_step(self.model, self.optimizer, tokens, valid, cmask,
                                             adv, ref)
