@@ -90,6 +90,10 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
                         "and verifying (llm trainee)"),
     "llm-verify-levels": ("llm.verify_levels", int, "fresh levels per candidate in "
                           "verification (llm trainee)"),
+    "learn": ("learn.enabled", bool, "the llm engineer learns from verification (GRPO on a "
+              "LoRA of its model; transformers backend)"),
+    "learn-from": ("learn.source", str, "start the learning engineer from a saved adapter"),
+    "learn-lr": ("learn.lr", float, "learning rate of the learning engineer"),
 }
 
 
@@ -100,7 +104,11 @@ def command_line() -> str:
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     for flag, (_, typ, helptext) in RUN_FLAGS.items():
-        p.add_argument(f"--{flag}", type=typ, default=None, help=helptext)
+        if typ is bool:  # a switch
+            p.add_argument(f"--{flag}", action="store_const", const=True, default=None,
+                           help=helptext)
+        else:
+            p.add_argument(f"--{flag}", type=typ, default=None, help=helptext)
     p.add_argument("--settings", type=Path, help="a JSON, TOML or YAML file of run settings "
                    "(flags override it)")
 
@@ -503,7 +511,8 @@ def parser() -> Parser:
                    "(to try a multi-device job on one machine)")
     c = sub.add_parser("compare", help="engineers x seeds at equal budget, then report.md")
     add_run_flags(c)
-    c.add_argument("--engineers", default=",".join(ENGINEERS), help="comma-separated")
+    c.add_argument("--engineers", default=",".join(e for e in ENGINEERS if e != "self"),
+                   help="comma-separated (self needs --trainee llm)")
     c.add_argument("--seeds", default="0,1,2", help="comma-separated integers")
     c.add_argument("--out", type=Path, help="folder of the runs and the report")
     e = sub.add_parser("eval", help="the held-out table of a run's trainee, or of an LLM "

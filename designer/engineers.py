@@ -245,14 +245,58 @@ class LLMEngineer:
                 for p in self.fallback.propose(context)]
 
 
+SELF_NEEDS = "the self engineer needs --trainee llm (a trainee with export_hf(folder) -> Path)"
+
+
+def checkpoint_key(trainee: Any, stage: int) -> Any:
+    """Which checkpoint the trainee holds: its ``checkpoint_id`` if it has one, else the
+    stage (the loop trains the trainee once per stage, before the engineer is asked)."""
+    key = getattr(trainee, "checkpoint_id", None)
+    return f"stage-{stage}" if key is None else key
+
+
+class SelfEngineer(LLMEngineer):
+    """The paper's self-design: the current trainee checkpoint writes the next config.
+
+    The backend is `designer.backends.checkpoint.CheckpointBackend`: the checkpoint exported
+    (`trainee.export_hf`) and loaded into the transformers/outlines backend, only when it
+    changed. Everything else is the `llm` engineer's: the same prompts, the same grammar, the
+    same parse/project, the same call log (replayable: a resumed run never re-exports), the
+    same verification and fallback.
+    """
+
+    name = "self"
+
+    def __init__(self, trainee: Any, builder: Any, *, export_dir: Any, log: Any = None,
+                 backend_options: dict[str, Any] | None = None, **kwargs: Any):
+        from designer.backends import LoggedBackend
+        from designer.backends.checkpoint import CheckpointBackend
+        from designer.calllog import CallLog
+
+        if trainee is None or not callable(getattr(trainee, "export_hf", None)):
+            raise ValueError(SELF_NEEDS)
+        self.trainee = trainee
+        self.source = CheckpointBackend(trainee, export_dir, **(backend_options or {}))
+        backend = LoggedBackend(self.source, log if log is not None else CallLog(None),
+                                replay_first=True)
+        super().__init__(backend, builder, **kwargs)
+
+    def propose(self, context: Any) -> list[Proposal]:
+        self.source.use(checkpoint_key(self.trainee, context.stage))
+        return super().propose(context)
+
+
 def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
-                  task: Any = None) -> Any:
+                  task: Any = None, trainee: Any = None) -> Any:
     """The engineer a `RunSettings` names (for `llm`: its backend, logged into the run folder).
 
     `task` (a `designer.tasks.Task`) gives the family's curriculum and guidelines; without it,
-    MAPF's.
+    MAPF's. `trainee`: the LLM trainee, the `self` engineer's model (its `export_hf`).
     """
     s = settings
+    if s.engineer == "self" and (trainee is None
+                                 or not callable(getattr(trainee, "export_hf", None))):
+        raise ValueError(SELF_NEEDS)
     curriculum = None if task is None else task.curriculum
     if s.engineer == "fixed":
         return FixedEngineer()
@@ -266,6 +310,16 @@ def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
         return RulesEngineer(curriculum)
     from designer.context import ContextBuilder
 
+    learn = getattr(s, "learn", None)
+    if learn is not None and learn.enabled:
+        if s.engineer == "self":
+            raise ValueError("--learn with the self engineer is not supported yet (it would "
+                             "train the trainee's own weights on engineer rewards)")
+        if s.backend != "transformers":
+            raise ValueError("--learn needs --backend transformers (tunix loads the "
+                             "engineer's weights)")
+    if s.engineer == "self":
+        return _self_engineer(s, folder, task, trainee)
     if backend is None:
         from designer.llm import open_backend
 
@@ -274,5 +328,51 @@ def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
     builder = ContextBuilder(s.context, guidelines=guidelines, history_k=s.history_k,
                              history_round0=s.history_round0, token_budget=s.token_budget,
                              count_tokens=getattr(backend, "count_tokens", None))
-    return LLMEngineer(backend, builder, roles=s.roles, n=s.candidates,
-                       max_tokens=s.max_tokens, seed=s.seed, curriculum=curriculum)
+    eng = LLMEngineer(backend, builder, roles=s.roles, n=s.candidates,
+                      max_tokens=s.max_tokens, seed=s.seed, curriculum=curriculum)
+    if learn is None or not learn.enabled:
+        return eng
+    return _learning(eng, s, folder)
+
+
+def _learning(eng: LLMEngineer, s: Any, folder: Any) -> Any:
+    """The `llm` engineer wrapped by `designer.learning.LearningEngineer` (`--learn`)."""
+    import tempfile
+    from pathlib import Path
+
+    from designer.learning import ADAPTERS, LearningEngineer
+
+    l_ = s.learn
+
+    def learner() -> Any:
+        from policy.llm.engineer_rl import EngineerLearner
+
+        return EngineerLearner(s.model, rank=l_.rank, alpha=l_.alpha, lr=l_.lr, beta=l_.beta,
+                               steps=l_.steps)
+
+    root = (Path(tempfile.mkdtemp(prefix="envengineer-learn-")) if folder is None
+            else folder.path / ADAPTERS)
+    return LearningEngineer(eng, learner, root, floor=s.verify.floor, ceiling=s.verify.ceiling,
+                            learn_from=l_.source)
+
+
+def _self_engineer(s: Any, folder: Any, task: Any, trainee: Any) -> SelfEngineer:
+    """The `self` engineer of a run: calls logged into the run folder's `calls.jsonl`, the
+    checkpoint exported into `<run>/self_engineer/model` (one folder, replaced each stage)."""
+    import tempfile
+    from pathlib import Path
+
+    from designer.calllog import CallLog
+    from designer.context import ContextBuilder
+
+    root = (Path(tempfile.mkdtemp(prefix="envengineer-self-")) if folder is None
+            else folder.path / "self_engineer")
+    log = CallLog(None if folder is None else folder.path / "calls.jsonl")
+    eng = SelfEngineer(trainee, None, export_dir=root / "model", log=log, roles=s.roles,
+                       n=s.candidates, max_tokens=s.max_tokens, seed=s.seed,
+                       curriculum=None if task is None else task.curriculum)
+    guidelines = s.guidelines or (None if task is None else task.guidelines)
+    eng.builder = ContextBuilder(s.context, guidelines=guidelines, history_k=s.history_k,
+                                 history_round0=s.history_round0, token_budget=s.token_budget,
+                                 count_tokens=eng.backend.count_tokens)
+    return eng

@@ -98,14 +98,6 @@ def git_commit() -> str | None:
         return None
 
 
-def engineer_extras(trainee: Any) -> dict[str, Any]:
-    """`trainee=` for `make_engineer` where it takes one (an engineer that is the trainee)."""
-    import inspect
-
-    return ({"trainee": trainee} if "trainee" in inspect.signature(make_engineer).parameters
-            else {})
-
-
 class ClosedLoop:
     """One run of the closed loop into a run folder (see the module docstring)."""
 
@@ -134,7 +126,7 @@ class ClosedLoop:
                                  floor=v.floor, ceiling=v.ceiling, targets=self.task.targets,
                                  space=self.space)
         self.engineer = make_engineer(settings, self.folder, backend=backend, task=self.task,
-                                      **engineer_extras(self.trainee))
+                                      trainee=self.trainee)
         self.builder = ContextBuilder(settings.context,
                                       guidelines=settings.guidelines or self.task.guidelines,
                                       history_k=settings.history_k,

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from designer.context import parse_modules
 from policy.llm.settings import LLMTraineeSettings
 
-ENGINEERS = ("fixed", "dr", "learnability", "mutate", "rules", "llm")
+ENGINEERS = ("fixed", "dr", "learnability", "mutate", "rules", "llm", "self")
 TRAINEES = ("ppo", "llm")
 # The LLM trainee's CPU preset: maps of 3x3 and 4x4 (the first config is drawn over them).
 LLM_CAPACITY = {"max_size": 4, "max_agents": 2}
@@ -82,6 +82,21 @@ class VerifySettings(Strict):
     ceiling: float = Field(0.95, ge=0, le=1, description="Never choose success above this.")
 
 
+class LearnSettings(Strict):
+    """The engineer that learns from verification (`designer.learning`): GRPO on a LoRA of
+    the engineer's own model, its replies' verification scores as rewards."""
+
+    enabled: bool = Field(False, description="Train the llm engineer's model on its "
+                          "proposals' verification scores (transformers backend only).")
+    source: str | None = Field(None, description="Start from this saved adapter "
+                               "(<run>/engineer_lora/stage-XXX.safetensors of an earlier run).")
+    rank: int = Field(16, ge=1, le=1024, description="LoRA rank.")
+    alpha: float = Field(32.0, gt=0, le=4096, description="LoRA alpha (scale alpha/rank).")
+    lr: float = Field(5e-5, gt=0, le=1.0, description="Adam learning rate of the LoRA.")
+    beta: float = Field(0.0, ge=0, le=10.0, description="Weight of the KL to the base model.")
+    steps: int = Field(1, ge=1, le=100, description="Gradient steps per stage's group.")
+
+
 class RunSettings(Strict):
     env: str = Field("mapf", description="The environment family (designer.tasks.TASKS): mapf, "
                      "or a control task such as cartpole.")
@@ -116,6 +131,7 @@ class RunSettings(Strict):
                                     description="The LLM trainee's stage (trainee_kind llm).")
     task: TaskSettings = TaskSettings()
     verify: VerifySettings = VerifySettings()
+    learn: LearnSettings = LearnSettings()
 
     @field_validator("context")
     @classmethod

@@ -19,8 +19,13 @@ CORPUS = ["A0: (0,0) -> (0,1) -> (1,1)", "A1: (2,2) -> (2,2) -> (2,1)",
 
 def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
                 vocab: int = 64, layers: int = 2, head_scale: float = 0.05,
-                tied: bool = False) -> Path:
-    """Write the tiny model (config, safetensors, tokenizer) into ``path``."""
+                tied: bool = False, json_text: bool = False, corpus: tuple[str, ...] = ()
+                ) -> Path:
+    """Write the tiny model (config, safetensors, tokenizer) into ``path``.
+
+    ``json_text``: every byte in the vocabulary (at least 300 tokens), so a grammar can make
+    the model write any JSON (the ``self`` engineer's tests); ``corpus``: more BPE training
+    text (shorter prompts in tokens)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -28,9 +33,12 @@ def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
+    alphabet = (pre_tokenizers.ByteLevel.alphabet() if json_text
+                else sorted(set("".join(CORPUS) + "\n")))
+    vocab = max(vocab, 300) if json_text else vocab
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIAL, show_progress=False,
-                                  initial_alphabet=sorted(set("".join(CORPUS) + "\n")))
-    bpe.train_from_iterator(CORPUS * 10, trainer)
+                                  initial_alphabet=alphabet)
+    bpe.train_from_iterator(CORPUS * 10 + list(corpus), trainer)
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
                                   pad_token="<|endoftext|>")
     tok.chat_template = CHATML

@@ -1,0 +1,260 @@
+"""GRPO for the engineer LLM itself: its proposals' verification scores are the rewards.
+
+Each stage the engineer samples n replies to one prompt (the context); verification scores
+each reply's config; those scores are a GRPO group. ``EngineerLearner.step(messages, texts,
+rewards)`` takes one (or ``steps``) policy-gradient steps on a LoRA of the engineer's model in
+JAX (tunix Llama, qwix LoRA through ``tunix_adapter.apply_lora``; the frozen base is the
+reference):
+
+    A_i  = (r_i - mean r) / (std r + eps)                       (group-normalised advantage)
+    loss = -sum_i A_i sum_t log pi(y_i,t | prompt, y_i,<t) / T   (T: completion tokens)
+           + beta * sum_{i,t} KL_k3(pi || base) / T              (optional)
+
+on the exact prompt the backend was fed (the chat template of the logged messages) and the
+completion text it wrote (re-tokenised, with the end-of-reply token). A group whose rewards are
+all equal has no advantage: the step is skipped. Samples are on-policy (one update per stage),
+so no ratio clipping is needed.
+
+The adapter (the LoRA parameters, float32, plus rank and alpha) is saved as one safetensors
+file (``save_adapter``; atomic) and loaded back into a learner of the same model
+(``load_adapter``), so a later run can start from it. ``export(out)`` writes the merged model
+as a transformers folder (``policy.llm.export``) for the constrained backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+BUCKET = 64  # sequence lengths are padded to a multiple of this: few recompiles
+
+
+def advantages(rewards: Any, eps: float = 1e-6) -> np.ndarray:
+    """GRPO's group-normalised advantages; all zero when the rewards are all equal."""
+    r = np.asarray(rewards, np.float64)
+    std = r.std()
+    if std < eps:
+        return np.zeros_like(r, np.float32)
+    return ((r - r.mean()) / (std + eps)).astype(np.float32)
+
+
+def _logps(model: Any, tokens: Any, valid: Any) -> Any:
+    """log pi of each next token: [B, L-1] (right-padded rows; ``valid`` marks real tokens)."""
+    import jax
+    import jax.numpy as jnp
+
+    length = tokens.shape[1]
+    positions = jnp.clip(jnp.cumsum(valid, axis=-1) - 1, 0).astype(jnp.int32)
+    attn = jnp.tril(jnp.ones((length, length), bool))[None] & valid[:, None, :]
+    logits, _ = model(tokens, positions, None, attn)
+    lp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
+    return jnp.take_along_axis(lp, tokens[:, 1:, None], axis=-1)[..., 0]
+
+
+def _remat(model: Any) -> None:
+    """Recompute each decoder layer in the backward pass (tunix's ``RematConfig.DECODER``):
+    without it a 30-layer model keeps every layer's attention for the gradient (63 GB asked
+    for 4 rows of 2,000 tokens of SmolLM2 on the CPU)."""
+    import dataclasses
+
+    from tunix.models.llama3.model import ModelConfig, RematConfig
+
+    cfg = dataclasses.replace(model.config, remat_config=RematConfig.DECODER)
+    for _, module in model.iter_modules():
+        if isinstance(getattr(module, "config", None), ModelConfig):
+            module.config = cfg
+
+
+class EngineerLearner:
+    """A LoRA of the engineer's model trained on verification rewards (module docstring)."""
+
+    def __init__(self, model: str | Path | None = None, *, rank: int = 16, alpha: float = 32.0,
+                 lr: float = 1e-4, beta: float = 0.0, steps: int = 1, mesh: Any = None,
+                 loaded: tuple[Any, Any, Path] | None = None, micro: int = 1,
+                 remat: bool = True):
+        import optax
+        from flax import nnx
+
+        from policy.llm import tunix_adapter as A
+
+        self.mesh = A.make_mesh() if mesh is None else mesh
+        base, tok, folder = A.load_model(model, self.mesh) if loaded is None else loaded
+        self.base, self.tokenizer, self.folder = base, A.fix_tokenizer(tok), Path(folder)
+        self.rank, self.alpha, self.beta, self.steps = rank, alpha, beta, steps
+        self.micro = max(1, int(micro))
+        if remat:
+            _remat(base)
+        self.model = A.apply_lora(base, self.mesh, rank, alpha)
+        self.optimizer = nnx.Optimizer(self.model, optax.adam(lr), wrt=nnx.LoRAParam)
+        self.updates = 0
+        beta_ = float(beta)
+
+        def loss_fn(model, tokens, valid, cmask, adv, ref, n):
+            import jax.numpy as jnp
+
+            lp = _logps(model, tokens, valid)
+            loss = -(adv[:, None] * lp * cmask).sum() / n
+            d = ref - lp
+            kl = ((jnp.exp(d) - d - 1.0) * cmask).sum() / n
+            return loss + beta_ * kl, kl
+
+        @nnx.jit
+        def grad_rows(model, tokens, valid, cmask, adv, ref, n):
+            grad_fn = nnx.value_and_grad(loss_fn, argnums=nnx.DiffState(0, nnx.LoRAParam),
+                                         has_aux=True)
+            (loss, kl), grads = grad_fn(model, tokens, valid, cmask, adv, ref, n)
+            return loss, kl, grads
+
+        @nnx.jit
+        def apply(model, optimizer, grads):
+            optimizer.update(model, grads)
+
+        def train_step(model, optimizer, tokens, valid, cmask, adv, ref):
+            """One update from the whole group, `micro` rows at a time (gradients summed:
+            a 2,000-token prompt's activations for 4 rows do not fit a small machine)."""
+            import jax
+            import jax.numpy as jnp
+
+            n = jnp.float32(max(float(np.asarray(cmask).sum()), 1.0))
+            total, loss, kl = None, 0.0, 0.0
+            for i in range(0, tokens.shape[0], self.micro):
+                rows = slice(i, i + self.micro)
+                part, k, grads = grad_rows(model, tokens[rows], valid[rows], cmask[rows],
+                                           adv[rows], ref[rows], n)
+                total = grads if total is None else jax.tree.map(jnp.add, total, grads)
+                loss, kl = loss + float(part), kl + float(k)
+            apply(model, optimizer, total)
+            return loss, kl
+
+        self._train_step = train_step
+        self._logps = nnx.jit(_logps)
+
+    # ------------------------------------------------------------------------ data
+    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        """The ids the transformers backend feeds for ``messages`` (its own code)."""
+        from designer.backends.hf import TransformersBackend
+
+        return TransformersBackend.prompt_ids(SimpleNamespace(tokenizer=self.tokenizer,
+                                                              model="engineer"), messages)
+
+    def batch(self, messages: list[dict[str, str]], texts: list[str],
+              ended: list[bool] | None = None) -> tuple[np.ndarray, ...]:
+        """(tokens, valid, completion mask) for one prompt and its completions (each closed by
+        the end-of-reply token unless ``ended`` says it was cut)."""
+        prompt = self.prompt_ids(messages)
+        eos = int(self.tokenizer.eos_token_id)
+        pad = self.tokenizer.pad_token_id
+        pad = eos if pad is None else int(pad)
+        ended = [True] * len(texts) if ended is None else ended
+        rows = [self.tokenizer(t, add_special_tokens=False)["input_ids"] + [eos] * bool(e)
+                for t, e in zip(texts, ended)]
+        length = len(prompt) + max(len(r) for r in rows)
+        length = -(-length // BUCKET) * BUCKET
+        tokens = np.full((len(rows), length), pad, np.int32)
+        valid = np.zeros((len(rows), length), bool)
+        cmask = np.zeros((len(rows), length - 1), np.float32)
+        for i, r in enumerate(rows):
+            seq = prompt + r
+            tokens[i, :len(seq)] = seq
+            valid[i, :len(seq)] = True
+            cmask[i, len(prompt) - 1:len(seq) - 1] = 1.0  # predicting each completion token
+        return tokens, valid, cmask
+
+    # ------------------------------------------------------------------------ learning
+    def logprob(self, messages: list[dict[str, str]], texts: list[str],
+                model: Any = None) -> np.ndarray:
+        """sum_t log pi(completion | prompt) of each text (default: the LoRA model)."""
+        tokens, valid, cmask = self.batch(messages, texts)
+        with self.mesh:
+            lp = self._row_logps(self.model if model is None else model, tokens, valid)
+        return (lp * cmask).sum(-1)
+
+    def _row_logps(self, model: Any, tokens: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        """`_logps` one row at a time (the logits of a long prompt are large)."""
+        return np.concatenate([np.asarray(self._logps(model, tokens[i:i + 1],
+                                                      valid[i:i + 1]))
+                               for i in range(tokens.shape[0])])
+
+    def step(self, messages: list[dict[str, str]], texts: list[str],
+             rewards: Any, ended: list[bool] | None = None) -> dict[str, Any]:
+        """``steps`` GRPO updates on one group; returns what happened (for the run folder)."""
+        adv = advantages(rewards)
+        out: dict[str, Any] = {"rewards": [float(r) for r in rewards],
+                               "advantages": adv.tolist(), "losses": [], "kl": []}
+        if not texts or not np.any(adv):
+            out["skipped"] = "no advantage (the group's rewards are all equal)"
+            return out
+        tokens, valid, cmask = self.batch(messages, texts, ended)
+        with self.mesh:
+            ref = self._row_logps(self.base, tokens, valid)
+            for _ in range(self.steps):
+                loss, kl = self._train_step(self.model, self.optimizer, tokens, valid, cmask,
+                                            adv, ref)
+                out["losses"].append(float(loss))
+                out["kl"].append(float(kl))
+        self.updates += 1
+        return out
+
+    # ------------------------------------------------------------------------ adapter
+    def lora_arrays(self) -> dict[str, np.ndarray]:
+        from flax import nnx
+
+        return {".".join(str(p) for p in path): np.asarray(v.get_value(), np.float32)
+                for path, v in nnx.iter_graph(self.model) if isinstance(v, nnx.LoRAParam)}
+
+    def save_adapter(self, path: str | Path) -> Path:
+        """The LoRA parameters as one safetensors file (rank, alpha, base model in its
+        metadata), written atomically."""
+        from safetensors.numpy import save_file
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"rank": str(self.rank), "alpha": str(self.alpha),
+                "base": str(self.folder), "updates": str(self.updates)}
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=path.parent)
+        os.close(fd)
+        try:
+            save_file(self.lora_arrays(), tmp, metadata=meta)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return path
+
+    def load_adapter(self, path: str | Path) -> dict[str, Any]:
+        """Set the LoRA parameters from a saved adapter (same model, rank and alpha)."""
+        import jax.numpy as jnp
+        from flax import nnx
+        from safetensors import safe_open
+        from safetensors.numpy import load_file
+
+        with safe_open(str(path), "np") as h:
+            meta = h.metadata() or {}
+        if int(meta.get("rank", self.rank)) != self.rank or \
+                float(meta.get("alpha", self.alpha)) != self.alpha:
+            raise ValueError(f"adapter {path} has rank {meta.get('rank')} alpha "
+                             f"{meta.get('alpha')}, this learner {self.rank} {self.alpha}")
+        arrays = load_file(str(path))
+        mine = {".".join(str(p) for p in path_): v for path_, v in nnx.iter_graph(self.model)
+                if isinstance(v, nnx.LoRAParam)}
+        if set(arrays) != set(mine):
+            raise ValueError(f"adapter {path} does not fit this model's LoRA parameters")
+        for k, v in mine.items():
+            if arrays[k].shape != v.shape:
+                raise ValueError(f"adapter {path}: {k} has shape {arrays[k].shape}, "
+                                 f"expected {v.shape}")
+            v.set_value(jnp.asarray(arrays[k], v.dtype))
+        return json.loads(json.dumps(meta))
+
+    def export(self, out: str | Path) -> Path:
+        """The merged model (base + LoRA) as a transformers folder."""
+        from policy.llm.export import export_hf
+
+        return export_hf(self.model, self.tokenizer, self.folder, out,
+                         lora_scale=self.alpha / self.rank)

@@ -1,0 +1,141 @@
+"""GRPO for the engineer LLM (policy.llm.engineer_rl): verification rewards move the LoRA
+toward the better-rewarded proposal; the adapter is saved and loaded back equal; the learning
+engineer wraps the llm engineer. Tiny random-weight model (tests/tiny_tunix.py), no download."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tunix = pytest.importorskip("tunix", reason="the tunix extra is not installed")
+
+MESSAGES = [{"role": "system", "content": "You design MAPF stages."},
+            {"role": "user", "content": "Grid 3x3, 2 agents. Write the plan."}]
+GOOD, BAD = '{"a": 1}', "A1: (2,2) -> (2,1)"
+
+
+@pytest.fixture(scope="module")
+def learner(tmp_path_factory):
+    from policy.llm.engineer_rl import EngineerLearner
+    from tests.tiny_tunix import tiny_folder
+
+    root = tmp_path_factory.mktemp("rl")
+    folder = tiny_folder(root / "rl-tiny", rope_theta=50_000.0, json_text=True, head_scale=1.0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ENVENGINEER_CACHE", str(root / "cache"))
+        return EngineerLearner(folder, rank=4, alpha=8.0, lr=1e-2, steps=1)
+
+
+def test_advantages():
+    from policy.llm.engineer_rl import advantages
+
+    np.testing.assert_allclose(advantages([1.0, 0.0]), [1.0, -1.0], atol=1e-5)
+    assert not np.any(advantages([0.2, 0.2, 0.2]))
+
+
+def test_two_learn_steps_raise_the_better_proposal(learner, tmp_path):
+    before = learner.lora_arrays()
+    lp0 = learner.logprob(MESSAGES, [GOOD, BAD])
+    out = None
+    for rewards in ([0.25, 0.0], [0.2, 0.05]):  # two stages' verification scores
+        out = learner.step(MESSAGES, [GOOD, BAD], rewards)
+    assert "skipped" not in out and len(out["losses"]) == 1
+    after = learner.lora_arrays()
+    assert any(not np.array_equal(before[k], after[k]) for k in before)
+    lp1 = learner.logprob(MESSAGES, [GOOD, BAD])
+    assert lp1[0] > lp0[0] and (lp1[0] - lp1[1]) > (lp0[0] - lp0[1]), (lp0, lp1)
+    skipped = learner.step(MESSAGES, [GOOD, BAD], [0.0, 0.0])  # no signal: no update
+    assert "skipped" in skipped
+    np.testing.assert_allclose(learner.logprob(MESSAGES, [GOOD, BAD]), lp1, rtol=1e-5)
+
+
+def test_adapter_saved_and_loaded_back_equal(learner, tmp_path):
+    from flax import nnx
+
+    from policy.llm.engineer_rl import EngineerLearner
+
+    learner.step(MESSAGES, [GOOD, BAD], [1.0, 0.0])
+    path = learner.save_adapter(tmp_path / "adapter.safetensors")
+    saved = learner.lora_arrays()
+    fresh = EngineerLearner(loaded=(learner.base, learner.tokenizer, learner.folder), rank=4,
+                            alpha=8.0)
+    assert any(not np.array_equal(saved[k], v) for k, v in fresh.lora_arrays().items())
+    meta = fresh.load_adapter(path)
+    assert meta["rank"] == "4"
+    got = fresh.lora_arrays()
+    assert set(got) == set(saved) and all(np.array_equal(got[k], saved[k]) for k in saved)
+    np.testing.assert_allclose(fresh.logprob(MESSAGES, [GOOD]), learner.logprob(MESSAGES,
+                               [GOOD]), rtol=1e-5)
+    with pytest.raises(ValueError, match="rank"):
+        EngineerLearner(loaded=(learner.base, learner.tokenizer, learner.folder), rank=2,
+                        alpha=8.0).load_adapter(path)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+    del nnx
+
+
+def test_learning_engineer_updates_saves_and_reloads(tmp_path):
+    """`--learn`: the llm engineer's replies, scored by (here a stand-in) verification,
+    train its LoRA; the adapter and the step's record land in the run folder, the backend is
+    reloaded from the merged export, and a later engineer starts from the adapter."""
+    pytest.importorskip("outlines", reason="the transformers backend needs the llm extra")
+    import designer
+    from designer.backends import LoggedBackend
+    from designer.backends.hf import TransformersBackend
+    from designer.calllog import CallLog
+    from designer.context import Context, ContextBuilder
+    from designer.edits import preset_space
+    from designer.engineers import LLMEngineer
+    from designer.learning import LearningEngineer, reward_of
+    from designer.verify import Score
+    from jaxenv.mapf import Capacity, MAPFFrozenLake
+    from policy.llm.engineer_rl import EngineerLearner
+    from tests.tiny_tunix import tiny_folder
+
+    prompts = Path(next(iter(designer.__path__))) / "prompts"
+    corpus = tuple((prompts / n).read_text()
+                   for n in ("system.md", "single.md", "guidelines.md")) * 3
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))
+        folder = tiny_folder(tmp_path / "learn-tiny", rope_theta=50_000.0, json_text=True,
+                             vocab=1024, corpus=corpus)
+        make = lambda: EngineerLearner(folder, rank=4, alpha=8.0, lr=1e-2)  # noqa: E731
+        backend = LoggedBackend(TransformersBackend(folder, threads=1, cache=False),
+                                CallLog(tmp_path / "calls.jsonl"))
+        eng = LLMEngineer(backend, ContextBuilder("T", token_budget=1500), n=3, max_tokens=400,
+                          seed=1)
+        learning = LearningEngineer(eng, make, tmp_path / "engineer_lora")
+        space = preset_space(MAPFFrozenLake(Capacity(max_size=10, max_agents=2)).config_space,
+                             "paper")
+        successes = iter([0.5, 0.9, 0.99, 0.3, 0.6, 0.7])
+
+        def verify(cands):
+            return [Score(success=(p := next(successes)), learnability=p * (1 - p),
+                          coverage=1.0, distance=0.0, episodes=8, outcomes={})
+                    for _ in cands]
+
+        ctx = Context(stage=1, stages_total=4, env_steps_per_stage=512, env_steps_so_far=1024,
+                      current=space.default(), space=space, train={"success_rate": 0.5},
+                      verify=verify)
+        props = learning.propose(ctx)
+        assert props and learning.last_prompt["drafts"]
+        rec = learning.last_learn
+        usable = [d["error"] is None for d in learning.last_prompt["drafts"]]
+        want = [reward_of(Score(s, 0, 0, 0, 0, {}), 0.05, 0.95) if ok else 0.0
+                for s, ok in zip([0.5, 0.9, 0.99], usable)]  # one score per usable reply
+        assert len(rec["rewards"]) == 3 and sum(usable) >= 2, rec
+        if all(usable):
+            assert rec["rewards"] == pytest.approx(want)
+        assert "skipped" not in rec, rec
+        root = tmp_path / "engineer_lora"
+        assert (root / "stage-001.safetensors").is_file() and (root / "stage-001.json").is_file()
+        assert isinstance(backend.inner, TransformersBackend)
+        assert backend.inner.model == "model"  # reloaded from the merged export
+        # a later run starts from the saved adapter
+        later = LearningEngineer(eng, make, tmp_path / "later",
+                                 learn_from=root / "stage-001.safetensors",
+                                 reload=lambda folder: None)
+        later._start(0)
+        a, b = learning.learner.lora_arrays(), later.learner.lora_arrays()
+        assert all(np.array_equal(a[k], b[k]) for k in a)

@@ -1,0 +1,54 @@
+"""`--learn` and `--engineer self` settings and errors (no model, no tunix needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from designer.cli import build_settings, parser
+from designer.engineers import make_engineer
+from designer.settings import RunSettings
+
+
+class Stub:
+    name, model, constrained = "stub", "stub", True
+
+    def generate(self, *a, **k):
+        raise AssertionError("not called")
+
+    def count_tokens(self, messages):
+        return 1
+
+
+class Trainee:
+    def export_hf(self, folder):
+        raise AssertionError("not called")
+
+
+def test_learn_flags():
+    args = parser().parse_args(["run", "--learn", "--learn-from", "a.safetensors",
+                                "--learn-lr", "0.001"])
+    s = build_settings(args)
+    assert s.learn.enabled and s.learn.source == "a.safetensors" and s.learn.lr == 0.001
+    assert not build_settings(parser().parse_args(["run"])).learn.enabled
+
+
+def test_learn_needs_the_transformers_backend_and_not_self():
+    with pytest.raises(ValueError, match="--learn needs --backend transformers"):
+        make_engineer(RunSettings(backend="openai", learn={"enabled": True}), backend=Stub())
+    with pytest.raises(ValueError, match="not supported yet"):
+        make_engineer(RunSettings(engineer="self", learn={"enabled": True}), trainee=Trainee())
+    with pytest.raises(ValueError, match="the self engineer needs --trainee llm"):
+        make_engineer(RunSettings(engineer="self"))
+
+
+def test_learning_engineer_wraps_the_llm_engineer(tmp_path):
+    from designer.learning import LearningEngineer
+    from designer.runfolder import RunFolder
+
+    eng = make_engineer(RunSettings(learn={"enabled": True}), RunFolder(tmp_path / "run"),
+                        backend=Stub())
+    assert isinstance(eng, LearningEngineer) and eng.name == "llm" and eng.verified
+    assert eng.root == tmp_path / "run" / "engineer_lora"
+    assert callable(eng._learner) and not hasattr(eng._learner, "step")  # loaded lazily
+    eng.last_prompt = None
+    assert eng.engineer.last_prompt is None
