@@ -8,6 +8,7 @@ tests/tiny_tunix.py (no download), with 1 GRPO step of 2 samples and 3 validatio
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -167,3 +168,32 @@ def test_export_hf_calls_the_export_module(tmp_path, tiny):
     t.init(jax.random.PRNGKey(0))
     out = t.export_hf(tmp_path / "hf")
     assert (out / "config.json").is_file() and list(out.glob("*.safetensors"))
+
+
+def test_self_engineer_in_the_loop(tmp_path, monkeypatch):
+    """`run --trainee llm --engineer self` end to end: after stage 0 the trainee's own
+    checkpoint (LoRA merged, exported) is the engineer; its proposals are grammar-bound edits
+    of the paper's knobs, verified by the trainee's sampled plans, logged; the run finishes."""
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    monkeypatch.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))
+    pytest.importorskip("outlines", reason="the self engineer's backend needs the llm extra")
+    import designer
+    from designer.loop import ClosedLoop
+    from tests.tiny_tunix import tiny_folder
+
+    prompts = sorted((Path(designer.__file__).parent / "prompts").glob("*.md"))
+    folder = tiny_folder(tmp_path / "self-tiny", rope_theta=10_000.0, tied=True, json_text=True,
+                         vocab=1024, corpus=tuple(p.read_text() for p in prompts) * 3)
+    s = tiny_settings(folder, engineer="self", max_tokens=300, token_budget=1500)
+    loop = ClosedLoop(s, tmp_path / "run")
+    results = loop.run()
+    assert [r.stage for r in results] == [0, 1]
+    export = tmp_path / "run" / "self_engineer" / "model"
+    assert (export / "config.json").is_file()
+    cands = json.loads((tmp_path / "run" / "stages" / "000" / "candidates.json").read_text())
+    assert cands and all(c["score"]["episodes"] == 2 for c in cands)
+    space = loop.space
+    for c in cands:
+        assert space.validate(c["values"]) == c["values"]  # a valid config of the space
+    calls = [json.loads(x) for x in (tmp_path / "run" / "calls.jsonl").read_text().splitlines()]
+    assert calls, "the self engineer's calls are logged"

@@ -229,7 +229,13 @@ def tied_folder(folder: Path) -> Path:
             keys.update(dict.fromkeys(h.keys(), f))
     if "model.embed_tokens.weight" in keys or "lm_head.weight" not in keys:
         return folder
-    target = cache_dir() / "tunix" / folder.name
+    # Keyed by the folder's path and its files' sizes and times, not its name alone: two
+    # models in folders of the same name must never share (or silently swap) a cache entry.
+    import hashlib
+
+    stamp = "|".join(f"{f.resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+    digest = hashlib.sha256(stamp.encode()).hexdigest()[:12]
+    target = cache_dir() / "tunix" / f"{folder.name}-{digest}"
     if (target / "embed_tokens.safetensors").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
