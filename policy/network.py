@@ -25,6 +25,17 @@ Gaussian, its mean from the torso and a state-independent log standard deviation
 parameter, PureJaxRL's choice), packed as one array `[..., A, 2 * action_dim]`;
 `ActorCritic.dist` is the module (`policy.categorical` or `policy.gaussian`) that reads it.
 
+Observation normalisation (`obs_norm=True`): the feature vector `vec` is standardised with
+running statistics held in the `obs_norm` variable collection (`policy.obs_norm`), updated by
+the trainer from each rollout and read, never differentiated, here; so rollouts, loss,
+evaluation and verification all see the same statistics, and a checkpoint of the variables
+holds them. The view (MAPF's planes in [0, 1]) is left as it is.
+
+A separate critic (`separate_critic=True`, plain IPPO only): the value head gets its own
+two-layer torso instead of sharing the policy's, as PureJaxRL's and brax's continuous-control
+PPO do (value targets of physics tasks are large, and their gradients would swamp the policy's
+features).
+
 Two torsos for the view: ``"mlp"`` (default) flattens it, ``"conv"`` puts two 3x3 convs in
 front. XLA's CPU convolutions are much slower per sample than a dense layer of similar FLOPs
 (`benchmarks/train_throughput.py` times both), so the MLP is the default on CPU; use the conv
@@ -42,6 +53,7 @@ from flax import linen as nn
 
 from jaxenv.agents import AgentObs
 from policy import categorical, gaussian
+from policy import obs_norm as obsnorm
 from policy.mixer import AgentAttention
 
 Critic = Literal["ippo", "mappo"]
@@ -67,6 +79,8 @@ class ActorCritic(nn.Module):
     mixer: Mixer = "none"
     mixer_heads: int = 4
     mixer_radius: float | None = None
+    obs_norm: bool = False
+    separate_critic: bool = False
 
     @property
     def dist(self) -> Any:
@@ -90,10 +104,17 @@ class ActorCritic(nn.Module):
                 v = nn.relu(nn.Conv(self.conv_features, (3, 3), name="conv0")(v))
                 v = nn.relu(nn.Conv(self.conv_features, (3, 3), name="conv1")(v))
             feats.append(v.reshape(*v.shape[:-3], -1))
-        feats.append(x.vec.astype(jnp.float32))
-        h = jnp.concatenate(feats, -1)
+        vec = x.vec.astype(jnp.float32)
+        if self.obs_norm:
+            zero = obsnorm.init(vec.shape[-1])
+            stats = {k: jax.lax.stop_gradient(self.variable(obsnorm.OBS_NORM, k,
+                                                            lambda v=v: v).value)
+                     for k, v in zero.items()}
+            vec = obsnorm.normalize(stats, vec)
+        feats.append(vec)
+        h0 = jnp.concatenate(feats, -1)
         ortho = nn.initializers.orthogonal
-        h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso0")(h))
+        h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso0")(h0))
         if self.mixer == "attention":
             h = AgentAttention(heads=self.mixer_heads, radius=self.mixer_radius,
                                name="mixer")(h, x.agent_mask, x.pos)
@@ -123,6 +144,11 @@ class ActorCritic(nn.Module):
             c = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="critic0")(c))
         else:
             c = h
+        if self.separate_critic:  # the value's own torso: its gradients leave the policy's alone
+            if self.critic == "mappo" or self.mixer != "none":
+                raise ValueError("separate_critic is for the plain ippo critic without a mixer")
+            c = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="vtorso0")(h0))
+            c = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="vtorso1")(c))
         value = nn.Dense(1, kernel_init=ortho(1.0), name="v")(c)[..., 0]
         return logits, value
 
