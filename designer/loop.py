@@ -101,6 +101,21 @@ def git_commit() -> str | None:
         return None
 
 
+def build_trainee(settings: RunSettings, env: Any) -> tuple[Hparams, ActorCritic]:
+    """The PPO hyperparameters and network a run's trainee settings describe (also used by
+    `benchmarks/brax_ppo_compare.py`, so the benchmark measures the loop's trainee)."""
+    t = settings.trainee
+    hp = Hparams(num_envs=t.num_envs, num_steps=t.num_steps, num_updates=settings.num_updates,
+                 update_epochs=t.update_epochs, num_minibatches=t.num_minibatches,
+                 pool_size=t.pool_size, lr=t.lr, ent_coef=t.ent_coef, gamma=t.gamma,
+                 reward_scale=t.reward_scale, clip_value=t.clip_value)
+    network = ActorCritic(num_actions=env.num_actions, action_dim=getattr(env, "action_dim", 0),
+                          hidden=t.hidden, critic=t.critic, mask_actions=t.mask_actions,
+                          mixer=t.mixer, mixer_radius=t.mixer_radius, obs_norm=t.obs_norm,
+                          separate_critic=t.separate_critic, state_std=t.state_std)
+    return hp, network
+
+
 class ClosedLoop:
     """One run of the closed loop into a run folder (see the module docstring)."""
 
@@ -119,16 +134,7 @@ class ClosedLoop:
         # Everything about the environment family (MAPF, a control task, ...) is the task's.
         self.task = make_task(settings)
         self.env, self.space = self.task.env, self.task.space
-        t = settings.trainee
-        self.hp = Hparams(num_envs=t.num_envs, num_steps=t.num_steps,
-                          num_updates=settings.num_updates, update_epochs=t.update_epochs,
-                          num_minibatches=t.num_minibatches, pool_size=t.pool_size, lr=t.lr,
-                          ent_coef=t.ent_coef)
-        self.network = ActorCritic(num_actions=self.env.num_actions,
-                                   action_dim=getattr(self.env, "action_dim", 0),
-                                   hidden=t.hidden, critic=t.critic,
-                                   mask_actions=t.mask_actions, mixer=t.mixer,
-                                   mixer_radius=t.mixer_radius)
+        self.hp, self.network = build_trainee(settings, self.env)
         self.trainer = make_train(self.env, self.network, self.hp)
         self.train_stage = self.trainer.train_stage
         if self.multi:

@@ -22,7 +22,12 @@ The default ``"none"`` keeps every agent's decision its own.
 
 Continuous actions (`action_dim > 0`, e.g. Pendulum, Brax): the policy head gives a diagonal
 Gaussian, its mean from the torso and a state-independent log standard deviation (a learnt
-parameter, PureJaxRL's choice), packed as one array `[..., A, 2 * action_dim]`;
+parameter, PureJaxRL's choice, starting at `log_std_init`), or with `state_std=True` a log
+standard deviation the torso computes per state (brax's choice; clipped to
+[LOG_STD_MIN, LOG_STD_MAX]). Adam moves a lone parameter by about the learning rate per step,
+so the state-independent spread narrows slowly: at lr 3e-4 and ~1,400 steps its log falls by
+at most ~0.4, while a head on 64 features can narrow it within a few hundred steps. Both are
+packed as one array `[..., A, 2 * action_dim]`;
 `ActorCritic.dist` is the module (`policy.categorical` or `policy.gaussian`) that reads it.
 
 Observation normalisation (`obs_norm=True`): the feature vector `vec` is standardised with
@@ -58,6 +63,7 @@ from policy.mixer import AgentAttention
 
 Critic = Literal["ippo", "mappo"]
 MASKED_LOGIT = -1e9
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # a state-dependent log std stays in this range
 Torso = Literal["mlp", "conv"]
 Mixer = Literal["none", "attention"]
 
@@ -81,6 +87,8 @@ class ActorCritic(nn.Module):
     mixer_radius: float | None = None
     obs_norm: bool = False
     separate_critic: bool = False
+    state_std: bool = False
+    log_std_init: float = 0.0
 
     @property
     def dist(self) -> Any:
@@ -123,7 +131,14 @@ class ActorCritic(nn.Module):
             if self.mask_actions:
                 raise ValueError("mask_actions applies to discrete actions only")
             mean = nn.Dense(self.action_dim, kernel_init=ortho(0.01), name="pi")(h)
-            log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+            if self.state_std:  # brax's choice: the torso sets the spread per state
+                log_std = nn.Dense(self.action_dim, kernel_init=ortho(0.01),
+                                   bias_init=nn.initializers.constant(self.log_std_init),
+                                   name="log_std_head")(h)
+                log_std = jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
+            else:
+                log_std = self.param("log_std", nn.initializers.constant(self.log_std_init),
+                                     (self.action_dim,))
             logits = jnp.concatenate([mean, jnp.broadcast_to(log_std, mean.shape)], -1)
         else:
             logits = nn.Dense(self.num_actions, kernel_init=ortho(0.01), name="pi")(h)
