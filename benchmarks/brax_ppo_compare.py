@@ -1,6 +1,7 @@
 """Our PPO trainee against brax's own PPO on the same Brax env and budget, side by side.
 
-    python benchmarks/brax_ppo_compare.py --env-steps 800000 --json benchmarks/results/brax_ppo.json
+    python benchmarks/brax_ppo_compare.py --env-steps 1474560 --before \
+        --json benchmarks/results/brax_ppo_compare.json
 
 Both train on brax's inverted_pendulum (generalized backend, standard physics) for the same
 number of env steps (brax's, which it rounds up to whole training steps); each reports its
@@ -111,11 +112,12 @@ def plot(rows: dict[str, Any], path: Path) -> None:
     axes[0].set_xlabel("env steps")
     axes[1].set_xlabel("wall time (s, compile included)")
     axes[0].set_ylabel("evaluation return (max 1,000)")
-    axes[1].legend()
     for ax in axes:
         ax.grid(alpha=0.3)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=len(rows),
+               fontsize=8, frameon=False)
     fig.suptitle("brax inverted_pendulum: our PPO vs brax PPO, same env steps", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
