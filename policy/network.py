@@ -38,8 +38,8 @@ holds them. The view (MAPF's planes in [0, 1]) is left as it is.
 
 A separate critic (`separate_critic=True`, plain IPPO only): the value head gets its own
 two-layer torso instead of sharing the policy's, as PureJaxRL's and brax's continuous-control
-PPO do (value targets of physics tasks are large, and their gradients would swamp the policy's
-features).
+PPO do (on brax's inverted pendulum, with the other two Brax options, it took the final return
+from 679 to 1,000: docs/families.md).
 
 Two torsos for the view: ``"mlp"`` (default) flattens it, ``"conv"`` puts two 3x3 convs in
 front. XLA's CPU convolutions are much slower per sample than a dense layer of similar FLOPs
