@@ -107,3 +107,20 @@ def test_the_statistics_are_saved_and_restored_with_the_checkpoint(trained, tmp_
     r1 = tr.evaluate(runner.params, cfgs, jax.random.PRNGKey(2), n_per_config=2)
     r2 = tr.evaluate(back.params, cfgs, jax.random.PRNGKey(2), n_per_config=2)
     np.testing.assert_array_equal(r1.metrics["return"], r2.metrics["return"])
+
+
+def test_family_defaults_and_the_cli_switch():
+    import argparse
+
+    from designer.cli import on_off
+    from designer.settings import RunSettings, TraineeSettings
+
+    brax = RunSettings(env="brax:inverted_pendulum").trainee
+    assert brax.obs_norm and brax.separate_critic and brax.state_std and brax.gamma == 0.97
+    off = RunSettings(env="brax:inverted_pendulum", trainee={"obs_norm": False}).trainee
+    assert not off.obs_norm and off.state_std  # one override keeps the family's other defaults
+    assert RunSettings().trainee == TraineeSettings()  # MAPF: nothing new switched on
+    assert not TraineeSettings().obs_norm and TraineeSettings().reward_scale == 1.0
+    assert on_off("Off") is False and on_off("on") is True
+    with pytest.raises(argparse.ArgumentTypeError):
+        on_off("maybe")
