@@ -1,21 +1,24 @@
 """Our PPO trainee against brax's own PPO on the same Brax env and budget, side by side.
 
-    python benchmarks/brax_ppo_compare.py --env-steps 800000 --json benchmarks/results/brax_ppo.json
+    python benchmarks/brax_ppo_compare.py --env-steps 1474560 --before \
+        --json benchmarks/results/brax_ppo_compare.json
 
 Both train on brax's inverted_pendulum (generalized backend, standard physics) for the same
 number of env steps (brax's, which it rounds up to whole training steps); each reports its
 evaluation return (deterministic policy, fresh episodes of 1,000 steps) against env steps and
 wall time, in one process, one after the other. Ours is `policy.make_train` on the physics
 family `brax:inverted_pendulum` (`jaxenv.control`) pinned at the standard physics, with the
-Gaussian head; theirs is `brax.training.agents.ppo.train` with the hyperparameters of brax's
-own inverted_pendulum example. The shim for `jax.device_put_replicated` (removed in jax 0.10,
+trainee `envengineer run --env brax:inverted_pendulum` builds (`designer.trainees.build_trainee`
+over the family's defaults: observation normalisation, separate critic, state-dependent
+Gaussian spread; `--before` adds a run without those three); theirs is
+`brax.training.agents.ppo.train` with the hyperparameters of brax's own inverted_pendulum
+example. The shim for `jax.device_put_replicated` (removed in jax 0.10,
 still called by brax 0.14's trainer) lives here, in the benchmark, not in the library.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -64,16 +67,21 @@ def run_brax(env_steps: int, seed: int) -> dict[str, Any]:
             "wall_s": time.perf_counter() - t0}
 
 
-def run_ours(env_steps: int, seed: int, stages: int) -> dict[str, Any]:
+def run_ours(env_steps: int, seed: int, stages: int,
+             trainee: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`policy.make_train` with the trainee an `envengineer run --env brax:inverted_pendulum`
+    builds (the family's defaults, `designer.tasks.control.BRAX_DEFAULTS`, plus `trainee`)."""
+    from designer.settings import RunSettings
+    from designer.trainees import build_trainee
     from jaxenv.control.registry import make
-    from policy import ActorCritic, Hparams, check_finite, make_train
+    from policy import check_finite, make_train
 
     env = make(FAMILY)
-    hp = Hparams(num_envs=256, num_steps=64, num_updates=1, update_epochs=4,
-                 num_minibatches=4, pool_size=256, lr=3e-4, ent_coef=0.0, gamma=0.97)
     per_stage = env_steps // stages
-    hp = dataclasses.replace(hp, num_updates=max(1, per_stage // (hp.num_envs * hp.num_steps)))
-    tr = make_train(env, ActorCritic(action_dim=env.action_dim, hidden=64), hp)
+    s = RunSettings(env=FAMILY, engineer="fixed", stage_steps=per_stage,
+                    trainee=trainee or {})
+    hp, net = build_trainee(s, env)
+    tr = make_train(env, net, hp)
     cfg = env.config_space.to_config()  # the standard physics, pinned
     levels = env.config_space.as_batch(cfg)
     runner = tr.init(jax.random.PRNGKey(seed))
@@ -86,7 +94,8 @@ def run_ours(env_steps: int, seed: int, stages: int) -> dict[str, Any]:
         points.append({"env_steps": int(runner.env_steps),
                        "return": float(np.mean(np.asarray(res.metrics["return"]))),
                        "wall_s": time.perf_counter() - t0})
-    return {"curve": points, "wall_s": time.perf_counter() - t0}
+    return {"curve": points, "wall_s": time.perf_counter() - t0,
+            "trainee": s.trainee.model_dump(), "num_updates_per_stage": hp.num_updates}
 
 
 def plot(rows: dict[str, Any], path: Path) -> None:
@@ -103,11 +112,12 @@ def plot(rows: dict[str, Any], path: Path) -> None:
     axes[0].set_xlabel("env steps")
     axes[1].set_xlabel("wall time (s, compile included)")
     axes[0].set_ylabel("evaluation return (max 1,000)")
-    axes[1].legend()
     for ax in axes:
         ax.grid(alpha=0.3)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=len(rows),
+               fontsize=8, frameon=False)
     fig.suptitle("brax inverted_pendulum: our PPO vs brax PPO, same env steps", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -118,6 +128,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--stages", type=int, default=10, help="evaluation points of ours")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path)
+    p.add_argument("--before", action="store_true",
+                   help="also run our trainee without the Brax defaults' three changes")
     a = p.parse_args(argv)
     brax_row = run_brax(a.env_steps, a.seed)
     # brax rounds its budget up to whole training steps (2,048 envs x 5 x 16 per step, a
@@ -125,6 +137,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     steps = max(a.env_steps, brax_row["curve"][-1]["env_steps"])
     rows = {"ours (policy.make_train)": run_ours(steps, a.seed, a.stages),
             "brax PPO": brax_row}
+    if a.before:  # the trainee before the Brax defaults (shared torso, one log-std parameter)
+        rows["ours, before (no obs norm, shared torso, log-std parameter)"] = run_ours(
+            steps, a.seed, a.stages, {"obs_norm": False, "separate_critic": False,
+                                      "state_std": False})
     out = {"env": FAMILY, "env_steps": steps, "seed": a.seed,
            "devices": str(jax.devices()), "rows": rows}
     for name, r in rows.items():

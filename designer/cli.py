@@ -42,6 +42,16 @@ class Parser(argparse.ArgumentParser):
 
 
 # ------------------------------------------------------------------------------ settings
+def on_off(v: str) -> bool:
+    """A yes/no flag value (on/off, true/false, yes/no, 1/0)."""
+    v = v.strip().lower()
+    if v in ("on", "true", "yes", "1"):
+        return True
+    if v in ("off", "false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected on or off, got {v!r}")
+
+
 RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     # flag: (settings path, type, help)
     "env": ("env", str, "the environment family: mapf (default), or a control task"),
@@ -65,6 +75,10 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "hidden": ("trainee.hidden", int, "width of the actor-critic"),
     "critic": ("trainee.critic", str, "ippo (per-agent value) or mappo (central critic)"),
     "mixer": ("trainee.mixer", str, "none, or attention (agents see each other)"),
+    "gamma": ("trainee.gamma", float, "discount of the PPO returns"),
+    "reward-scale": ("trainee.reward_scale", float, "rewards x this for learning only"),
+    "obs-norm": ("trainee.obs_norm", on_off, "on/off: running observation normalisation "
+                 "(default on for the Brax families)"),
     "goal-rule": ("task.goal_rule", str, "plan (default: an episode is a whole plan) or freeze"),
     "soc-cost": ("task.soc_cost", float, "reward weight of the verifier's sum of costs"),
     "makespan-cost": ("task.makespan_cost", float, "reward weight of the verifier's makespan"),

@@ -53,6 +53,20 @@ class TraineeSettings(Strict):
     mixer_radius: float | None = Field(
         None, gt=0, description="Attention only between agents at most this far apart (in the "
         "environment's position units); None: the whole episode.")
+    gamma: float = Field(0.99, gt=0, le=1, description="Discount of the PPO returns.")
+    reward_scale: float = Field(1.0, gt=0, le=1000, description="Rewards are multiplied by "
+                                "this for learning only (brax's reward_scaling); reports read "
+                                "the environment's own rewards.")
+    obs_norm: bool = Field(False, description="Standardise the observation vector with running "
+                           "mean and variance from the rollouts (policy.obs_norm); the "
+                           "statistics are part of the checkpoint.")
+    separate_critic: bool = Field(False, description="Give the value head its own torso "
+                                  "instead of sharing the policy's (plain ippo critic only).")
+    state_std: bool = Field(False, description="Continuous actions: the torso computes the "
+                            "Gaussian's log standard deviation per state (brax's choice) "
+                            "instead of one learnt parameter, which Adam narrows slowly.")
+    clip_value: bool = Field(True, description="Clip the value update to clip_eps around the "
+                             "rollout's value (off for returns far larger than 1).")
 
 
 class TaskSettings(Strict):

@@ -10,18 +10,27 @@ from policy.trainee import PPOTrainee, Trainee
 TRAINEE_KINDS = ("ppo", "llm")
 
 
-def _ppo(settings: Any, task: Any, processes: Any) -> Trainee:
+def build_trainee(settings: Any, env: Any) -> tuple[Any, Any]:
+    """The PPO hyperparameters and network a run's trainee settings describe (also used by
+    `benchmarks/brax_ppo_compare.py`, so the benchmark measures the loop's trainee)."""
     from policy.network import ActorCritic
     from policy.ppo import Hparams
 
-    t, env = settings.trainee, task.env
+    t = settings.trainee
     hp = Hparams(num_envs=t.num_envs, num_steps=t.num_steps, num_updates=settings.num_updates,
                  update_epochs=t.update_epochs, num_minibatches=t.num_minibatches,
-                 pool_size=t.pool_size, lr=t.lr, ent_coef=t.ent_coef)
+                 pool_size=t.pool_size, lr=t.lr, ent_coef=t.ent_coef, gamma=t.gamma,
+                 reward_scale=t.reward_scale, clip_value=t.clip_value)
     network = ActorCritic(num_actions=env.num_actions, action_dim=getattr(env, "action_dim", 0),
                           hidden=t.hidden, critic=t.critic, mask_actions=t.mask_actions,
-                          mixer=t.mixer, mixer_radius=t.mixer_radius)
-    return PPOTrainee(env, network, hp, eval_cfg=task.eval_cfg, processes=processes)
+                          mixer=t.mixer, mixer_radius=t.mixer_radius, obs_norm=t.obs_norm,
+                          separate_critic=t.separate_critic, state_std=t.state_std)
+    return hp, network
+
+
+def _ppo(settings: Any, task: Any, processes: Any) -> Trainee:
+    hp, network = build_trainee(settings, task.env)
+    return PPOTrainee(task.env, network, hp, eval_cfg=task.eval_cfg, processes=processes)
 
 
 def _llm(settings: Any, task: Any, processes: Any) -> Trainee:

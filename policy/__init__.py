@@ -9,7 +9,8 @@
   `policy.mixer`: attention across the agents of an episode;
 - `policy.evaluate`: `Evaluator` / `evaluate` (per-instance metrics, outcomes, trajectories);
   `policy.validation.validate` plays a task validator's frozen split;
-- `policy.checkpoint`: orbax save / restore; `policy.guard`: the NaN guard.
+- `policy.checkpoint`: orbax save / restore; `policy.guard`: the NaN guard;
+- `policy.obs_norm`: running observation statistics (a variable collection of the network).
 
 Works for any environment of the `jaxenv.agents.MultiAgentEnv` protocol (and any gymnax env,
 discrete or continuous, as one agent); imports only `jaxenv`'s generic modules.

@@ -22,8 +22,24 @@ The default ``"none"`` keeps every agent's decision its own.
 
 Continuous actions (`action_dim > 0`, e.g. Pendulum, Brax): the policy head gives a diagonal
 Gaussian, its mean from the torso and a state-independent log standard deviation (a learnt
-parameter, PureJaxRL's choice), packed as one array `[..., A, 2 * action_dim]`;
+parameter, PureJaxRL's choice, starting at `log_std_init`), or with `state_std=True` a log
+standard deviation the torso computes per state (brax's choice; clipped to
+[LOG_STD_MIN, LOG_STD_MAX]). Adam moves a lone parameter by about the learning rate per step,
+so the state-independent spread narrows slowly: at lr 3e-4 and ~1,400 steps its log falls by
+at most ~0.4, while a head on 64 features can narrow it within a few hundred steps. Both are
+packed as one array `[..., A, 2 * action_dim]`;
 `ActorCritic.dist` is the module (`policy.categorical` or `policy.gaussian`) that reads it.
+
+Observation normalisation (`obs_norm=True`): the feature vector `vec` is standardised with
+running statistics held in the `obs_norm` variable collection (`policy.obs_norm`), updated by
+the trainer from each rollout and read, never differentiated, here; so rollouts, loss,
+evaluation and verification all see the same statistics, and a checkpoint of the variables
+holds them. The view (MAPF's planes in [0, 1]) is left as it is.
+
+A separate critic (`separate_critic=True`, plain IPPO only): the value head gets its own
+two-layer torso instead of sharing the policy's, as PureJaxRL's and brax's continuous-control
+PPO do (on brax's inverted pendulum, with the other two Brax options, it took the final return
+from 679 to 1,000: docs/families.md).
 
 Two torsos for the view: ``"mlp"`` (default) flattens it, ``"conv"`` puts two 3x3 convs in
 front. XLA's CPU convolutions are much slower per sample than a dense layer of similar FLOPs
@@ -42,10 +58,12 @@ from flax import linen as nn
 
 from jaxenv.agents import AgentObs
 from policy import categorical, gaussian
+from policy import obs_norm as obsnorm
 from policy.mixer import AgentAttention
 
 Critic = Literal["ippo", "mappo"]
 MASKED_LOGIT = -1e9
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # a state-dependent log std stays in this range
 Torso = Literal["mlp", "conv"]
 Mixer = Literal["none", "attention"]
 
@@ -67,6 +85,10 @@ class ActorCritic(nn.Module):
     mixer: Mixer = "none"
     mixer_heads: int = 4
     mixer_radius: float | None = None
+    obs_norm: bool = False
+    separate_critic: bool = False
+    state_std: bool = False
+    log_std_init: float = 0.0
 
     @property
     def dist(self) -> Any:
@@ -90,10 +112,17 @@ class ActorCritic(nn.Module):
                 v = nn.relu(nn.Conv(self.conv_features, (3, 3), name="conv0")(v))
                 v = nn.relu(nn.Conv(self.conv_features, (3, 3), name="conv1")(v))
             feats.append(v.reshape(*v.shape[:-3], -1))
-        feats.append(x.vec.astype(jnp.float32))
-        h = jnp.concatenate(feats, -1)
+        vec = x.vec.astype(jnp.float32)
+        if self.obs_norm:
+            zero = obsnorm.init(vec.shape[-1])
+            stats = {k: jax.lax.stop_gradient(self.variable(obsnorm.OBS_NORM, k,
+                                                            lambda v=v: v).value)
+                     for k, v in zero.items()}
+            vec = obsnorm.normalize(stats, vec)
+        feats.append(vec)
+        h0 = jnp.concatenate(feats, -1)
         ortho = nn.initializers.orthogonal
-        h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso0")(h))
+        h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso0")(h0))
         if self.mixer == "attention":
             h = AgentAttention(heads=self.mixer_heads, radius=self.mixer_radius,
                                name="mixer")(h, x.agent_mask, x.pos)
@@ -102,7 +131,14 @@ class ActorCritic(nn.Module):
             if self.mask_actions:
                 raise ValueError("mask_actions applies to discrete actions only")
             mean = nn.Dense(self.action_dim, kernel_init=ortho(0.01), name="pi")(h)
-            log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+            if self.state_std:  # brax's choice: the torso sets the spread per state
+                log_std = nn.Dense(self.action_dim, kernel_init=ortho(0.01),
+                                   bias_init=nn.initializers.constant(self.log_std_init),
+                                   name="log_std_head")(h)
+                log_std = jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
+            else:
+                log_std = self.param("log_std", nn.initializers.constant(self.log_std_init),
+                                     (self.action_dim,))
             logits = jnp.concatenate([mean, jnp.broadcast_to(log_std, mean.shape)], -1)
         else:
             logits = nn.Dense(self.num_actions, kernel_init=ortho(0.01), name="pi")(h)
@@ -123,6 +159,11 @@ class ActorCritic(nn.Module):
             c = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="critic0")(c))
         else:
             c = h
+        if self.separate_critic:  # the value's own torso: its gradients leave the policy's alone
+            if self.critic == "mappo" or self.mixer != "none":
+                raise ValueError("separate_critic is for the plain ippo critic without a mixer")
+            c = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="vtorso0")(h0))
+            c = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="vtorso1")(c))
         value = nn.Dense(1, kernel_init=ortho(1.0), name="v")(c)[..., 0]
         return logits, value
 

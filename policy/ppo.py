@@ -21,8 +21,11 @@ stage; only the learner state (params, optimiser, counters) carries over in `Run
 Each update runs three named phases, each reusable by another trainee: `policy.rollout.rollout`
 (`num_steps` steps, `lax.scan`), advantages (`policy.gae`: GAE, then normalisation over acting
 agents), `policy.update.ppo_epochs` (clipped PPO, Adam behind global-norm clipping, the NaN
-guard). Time-limit truncation is treated as termination (the limit is part of the task: a
-timeout is a failure the paper counts).
+guard). With `network.obs_norm` the rollout's observations join the running statistics
+(`policy.obs_norm`, a variable collection beside the parameters, with zero gradient) before the
+epochs, as brax's PPO does; `reward_scale` multiplies the rewards the update learns from
+(brax's `reward_scaling`). Time-limit truncation is treated as termination (the limit is part
+of the task: a timeout is a failure the paper counts).
 
 Sharding: `stage(..., axis=name, n_shards=D)` runs inside `shard_map`; every per-env random draw
 comes from a per-env key derived from the global env index and every mean divides local sums by
@@ -45,6 +48,7 @@ from flax import struct
 from jaxenv.batching import take
 from jaxenv.levels import PoolParams, env_pool_params, stage_pool
 from jaxenv.wrappers import PoolReset, has_levels, multi_agent
+from policy import obs_norm
 from policy.evaluate import Evaluator
 from policy.gae import gae, normalize
 from policy.guard import all_finite
@@ -72,6 +76,7 @@ class Hparams:
     lr: float = 3e-4
     max_grad_norm: float = 0.5
     adam_eps: float = 1e-5
+    reward_scale: float = 1.0  # rewards are multiplied by this for learning (not for reporting)
 
     def check(self, n_configs: int, n_shards: int = 1, levels: bool = True) -> None:
         if self.num_steps % self.num_minibatches:
@@ -163,10 +168,14 @@ def make_train(env: Any, network: ActorCritic, hparams: Hparams) -> Trainer:
                                         axes, hp.num_steps)
             _, last_v = network.apply(runner.params, agent_inputs(
                 env, envc.obs, envc.state, network.uses_global))
-            adv, target = gae(traj.reward, traj.value, traj.done, last_v, hp.gamma,
-                              hp.gae_lambda)
+            reward = traj.reward if hp.reward_scale == 1.0 else traj.reward * hp.reward_scale
+            adv, target = gae(reward, traj.value, traj.done, last_v, hp.gamma, hp.gae_lambda)
             adv = normalize(adv, traj.inp.acting, psum)
-            params, opt_state, mets = ppo_epochs(network, tx, hp, runner.params,
+            params = runner.params
+            if network.obs_norm:  # brax's order: this rollout's data joins the statistics first
+                params = {**params, obs_norm.OBS_NORM: obs_norm.update(
+                    params[obs_norm.OBS_NORM], traj.inp.vec, traj.inp.agent_mask, psum)}
+            params, opt_state, mets = ppo_epochs(network, tx, hp, params,
                                                  runner.opt_state, traj, adv, target, k, psum)
             stats = psum(jax.tree.map(lambda x: x.sum(0), stats))
             runner = runner.replace(params=params, opt_state=opt_state,

@@ -139,5 +139,10 @@ def test_brax_inverted_pendulum_runs_in_the_loop(tmp_path):
                  "--heldout-every", "99", "--out", str(out)]) == 0  # held-out once, at the end
     held = json.loads((out / "stages/001/heldout.json").read_text())["table"]
     assert held["family"] == "brax:inverted_pendulum" and held["n"] > 0
+    trainee = json.loads((out / "run.json").read_text())["settings"]["trainee"]
+    assert trainee["obs_norm"] and trainee["state_std"] and trainee["gamma"] == 0.97  # defaults
+    meta = " ".join(p.read_text(errors="ignore") for p in (out / "stages/001/ckpt").rglob("*")
+                    if p.is_file() and "METADATA" in p.name)
+    assert "obs_norm" in meta  # the running statistics are part of the checkpoint
     assert np.isfinite(held["normalized_return"])
     assert (out / "heatmap.png").stat().st_size > 5_000

@@ -37,10 +37,9 @@ TASKS: dict[str, Callable[[Any], Task]] = {"mapf": _mapf,
 def _trainee_defaults(name: str) -> dict[str, Any]:
     if name == "mapf":
         return {}
-    from designer.tasks.control import CONTINUOUS_DEFAULTS, TRAINEE_DEFAULTS
-    from jaxenv.control.registry import family
+    from designer.tasks.control import trainee_defaults
 
-    return CONTINUOUS_DEFAULTS if family(name).continuous else TRAINEE_DEFAULTS
+    return trainee_defaults(name)
 
 
 # Trainee settings a family needs unless the run sets them (`RunSettings` applies them when it
