@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxenv.control.brax_family import BACKEND, BraxRaw, BraxRawState, brax_env
+from jaxenv.control.brax_family import BACKEND, BraxRaw, BraxRawState, cart_pole_system
 from jaxenv.control.family import (
     NONFINITE,
     TIME_LIMIT,
@@ -47,18 +47,7 @@ OUTCOMES = (TIME_LIMIT, "fall", NONFINITE)
 
 def build_level(v: Mapping[str, jax.Array]) -> Any:
     """Drawn values -> the variant's brax ``System`` (inertia tensors scaled with the masses)."""
-    sys = brax_env(ENV).sys
-    mass0 = sys.link.inertia.mass
-    mass = (mass0.at[POLE].set(v["pole_mass"]).at[POLE2].set(v["pole_mass"])
-            .at[CART].set(v["cart_mass"]))
-    return sys.tree_replace({
-        "link.inertia.mass": mass,
-        "link.inertia.i": sys.link.inertia.i * (mass / mass0)[:, None, None],
-        "actuator.gear": sys.actuator.gear.at[0].set(v["gear"]),
-        "gravity": sys.gravity.at[2].set(-v["gravity"]),
-        "dof.damping": sys.dof.damping.at[POLE].set(v["hinge_damping"])
-                                       .at[POLE2].set(v["hinge_damping"]),
-    })
+    return cart_pole_system(ENV, v, poles=(POLE, POLE2), cart=CART)
 
 
 def _cause(state: BraxRawState, sys: Any) -> jax.Array:

@@ -26,6 +26,26 @@ def brax_env(name: str) -> Any:
     return envs.get_environment(name, backend=BACKEND)
 
 
+def cart_pole_system(name: str, v: Any, poles: tuple[int, ...], cart: int) -> Any:
+    """The brax ``System`` of a cart-pole variant (brax's inverted pendulums, one or two poles):
+    drawn ``pole_mass`` (every pole), ``cart_mass``, ``gear``, ``gravity`` and ``hinge_damping``
+    (every pole's hinge) written into the fields the generalized backend reads, each link's
+    inertia tensor scaled with its mass."""
+    sys = brax_env(name).sys
+    mass0, damping = sys.link.inertia.mass, sys.dof.damping
+    mass = mass0.at[cart].set(v["cart_mass"])
+    for pole in poles:
+        mass = mass.at[pole].set(v["pole_mass"])
+        damping = damping.at[pole].set(v["hinge_damping"])
+    return sys.tree_replace({
+        "link.inertia.mass": mass,
+        "link.inertia.i": sys.link.inertia.i * (mass / mass0)[:, None, None],
+        "actuator.gear": sys.actuator.gear.at[0].set(v["gear"]),
+        "gravity": sys.gravity.at[2].set(-v["gravity"]),
+        "dof.damping": damping,
+    })
+
+
 @struct.dataclass
 class BraxRawState:
     """A brax env's state in gymnax's shape (time counted here, as gymnax envs do)."""

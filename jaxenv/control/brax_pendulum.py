@@ -26,7 +26,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxenv.control.brax_family import BACKEND, BraxRaw, BraxRawState, brax_env
+from jaxenv.control.brax_family import BACKEND, BraxRaw, BraxRawState, cart_pole_system
 from jaxenv.control.family import (
     NONFINITE,
     TIME_LIMIT,
@@ -56,17 +56,7 @@ OUTCOMES = (TIME_LIMIT, "angle", NONFINITE)
 
 def build_level(v: Mapping[str, jax.Array]) -> Any:
     """Drawn values -> the variant's brax ``System`` (inertia tensors scaled with the masses)."""
-    sys = brax_env(ENV).sys
-    mass0 = sys.link.inertia.mass
-    mass = mass0.at[POLE].set(v["pole_mass"]).at[CART].set(v["cart_mass"])
-    inertia = sys.link.inertia.i * (mass / mass0)[:, None, None]
-    return sys.tree_replace({
-        "link.inertia.mass": mass,
-        "link.inertia.i": inertia,
-        "actuator.gear": sys.actuator.gear.at[0].set(v["gear"]),
-        "gravity": sys.gravity.at[2].set(-v["gravity"]),
-        "dof.damping": sys.dof.damping.at[POLE].set(v["hinge_damping"]),
-    })
+    return cart_pole_system(ENV, v, poles=(POLE,), cart=CART)
 
 
 def _cause(state: BraxRawState, sys: Any) -> jax.Array:
