@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxenv.failure_text import top_shares, training_lines
 from jaxenv.mapf.benchmark.failures import failure_samples
 from jaxenv.mapf.benchmark.validator import CAUSE_CHECK
 from jaxenv.mapf.rules import CAUSES
@@ -77,12 +78,9 @@ class Failures:
         """One line for the history (H)."""
         per_k = ", ".join(f"{k} agents {np.mean([v for v, _ in c.values()]):.0f}%"
                           for k, c in sorted(self.by_cell.items()))
-        tot = self.cause_totals()
-        n_bad = max(sum(tot.values()), 1)
-        top = sorted(tot.items(), key=lambda kv: -kv[1])[:2]
         return (f"valid {self.valid:.1f}% ({per_k}); training success "
                 f"{100 * self.train.get('success_rate', 0.0):.0f}%; main failures "
-                + ", ".join(f"{c} {100 * v / n_bad:.0f}%" for c, v in top))
+                + top_shares(self.cause_totals()))
 
     def cause_totals(self) -> dict[str, int]:
         """Failed validation episodes per cause, over all map sizes."""
@@ -121,13 +119,8 @@ class Failures:
         lines.append("Plan checks each cause breaks: " + "; ".join(
             f"{c} -> {chk}" for c, chk in CAUSE_CHECK.items()) + " (every failure also misses"
             " goals_reached).")
-        tr = self.train
-        if tr:
-            causes = ", ".join(f"{c[6:]} {100 * v:.0f}%" for c, v in tr.items()
-                               if c.startswith("cause_") and v > 0)
-            lines.append(f"Training levels of this stage: success "
-                         f"{100 * tr.get('success_rate', 0.0):.0f}%"
-                         + (f"; failures: {causes}." if causes else "."))
+        lines += training_lines(self.train, episodes="levels", ok="success",
+                                others="failures")
         for i, t in enumerate(self.trajectories[:n_traj]):
             lines += [f"Failure trajectory {i + 1}:", t]
         return "\n".join(lines)

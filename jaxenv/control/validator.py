@@ -21,6 +21,7 @@ import numpy as np
 
 from jaxenv.control.registry import family, make
 from jaxenv.control.sets import HELDOUT, load_set, summarize
+from jaxenv.failure_text import top_shares, training_lines
 
 
 @dataclass
@@ -119,11 +120,9 @@ class ControlFailures:
     def summary(self) -> str:
         worst = "; ".join(f"{p} {r['value_lo']:.3g}-{r['value_hi']:.3g} {r['success']:.0f}%"
                           for p, r in self.worst_bins())
-        top = sorted(self.failed_endings.items(), key=lambda kv: -kv[1])[:2]
-        n_bad = max(sum(self.failed_endings.values()), 1)
         return (f"success {self.success:.1f}% (worst bins: {worst}); training success "
                 f"{100 * self.train.get('success_rate', 0.0):.0f}%; failures end by "
-                + ", ".join(f"{c} {100 * v / n_bad:.0f}%" for c, v in top))
+                + top_shares(self.failed_endings))
 
     def render(self, *, n_traj: int, sizes: int | None, cells: bool = True) -> str:
         """`sizes`: how many parameters' bin rows to show (worst first; None all, 0 none);
@@ -144,13 +143,8 @@ class ControlFailures:
                     f"{r['value_lo']:.3g}-{r['value_hi']:.3g}: {r['success']:.0f}%"
                     + (f" / {r['normalized_return']:.2f}" if cells else "")
                     for r in self.by_param[p] if r["n"]))
-        tr = self.train
-        if tr:
-            causes = ", ".join(f"{c[6:]} {100 * v:.0f}%" for c, v in tr.items()
-                               if c.startswith("cause_") and v > 0)
-            lines.append(f"Training episodes of this stage: normal end "
-                         f"{100 * tr.get('success_rate', 0.0):.0f}%"
-                         + (f"; other endings: {causes}." if causes else "."))
+        lines += training_lines(self.train, episodes="episodes", ok="normal end",
+                                others="other endings")
         for i, t in enumerate(self.trajectories[:n_traj]):
             lines += [f"Failed variant {i + 1}: {t}"]
         return "\n".join(lines)
