@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,8 +154,10 @@ def time_table(runs: list[Run]) -> list[str]:
     return rows
 
 
-def _curves(rs: list[Run], x: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Held-out valid % (mean over agents 3/4/5 and sizes) against x, mean/std over seeds."""
+def _curves(rs: list[Run], x: str, score: Callable[[dict[str, Any]], float]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A held-out score (`score` of a stage's held-out table) against x ("env_steps", else
+    training wall time), mean/std over seeds."""
     ys, xs = [], []
     for r in rs:
         pts = [(s, h) for s, h in zip(r.stages, r.heldout) if h is not None]
@@ -162,11 +165,53 @@ def _curves(rs: list[Run], x: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         idx = [s["stage"] for s, _ in pts]
         xs.append(np.array([s["env_steps"] for s, _ in pts], float) if x == "env_steps"
                   else xx[idx])
-        ys.append(np.array([np.mean([h["mean_over_sizes"][k]["valid"] for k in AGENTS
-                                     if k in h["mean_over_sizes"]]) for _, h in pts]))
+        ys.append(np.array([score(h) for _, h in pts]))
     n = min(len(y) for y in ys)
     y = np.stack([yy[:n] for yy in ys])
     return np.mean(np.stack([xx[:n] for xx in xs]), 0), y.mean(0), y.std(0)
+
+
+def heldout_curve_plot(groups: dict[str, list[Run]], out: Path,
+                       score: Callable[[dict[str, Any]], float], *, ylabel: str, title: str,
+                       top: float | None = None) -> str:
+    """`heldout_curve.png` (any family): a held-out score (`score` of a stage's held-out
+    table) against training env steps and against training wall time, per engineer (mean over
+    seeds, the band is ± one std); the y axis starts at 0 and ends at `top` if given."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    for ax, x, xl in ((axes[0], "env_steps", "training env steps"),
+                      (axes[1], "train_s", "training wall time (s)")):
+        for label, rs in groups.items():
+            xs, m, sd = _curves(rs, x, score)
+            ax.plot(xs, m, marker="o", ms=3, label=f"{label} (n={len(rs)})")
+            ax.fill_between(xs, m - sd, m + sd, alpha=0.15)
+        ax.set_xlabel(xl)
+        ax.set_ylim(bottom=0, top=top)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(ylabel)
+    axes[1].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    return save_figure(fig, out, "heldout_curve.png")
+
+
+def _mean_valid(h: dict[str, Any]) -> float:
+    """A MAPF held-out table's valid %, mean over agents 3/4/5 and map sizes."""
+    return float(np.mean([h["mean_over_sizes"][k]["valid"] for k in AGENTS
+                          if k in h["mean_over_sizes"]]))
+
+
+def _failure_counts(rs: list[Run]) -> np.ndarray:
+    """[stages, causes] failed validation episodes per stage and cause, mean over seeds."""
+    counts = np.zeros((len(rs[0].validation), len(CAUSES) - 1))
+    for r in rs:
+        for i, v in enumerate(r.validation[:len(counts)]):
+            by = v["failures"]["causes_by_size"]
+            counts[i] += [sum(d.get(c, 0) for d in by.values()) for c in CAUSES[1:]]
+    return counts / len(rs)
 
 
 def plots(runs: list[Run], out: Path) -> list[str]:
@@ -177,24 +222,9 @@ def plots(runs: list[Run], out: Path) -> list[str]:
     from matplotlib.ticker import MaxNLocator
 
     groups = group(runs)
-    names = []
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
-    for ax, x, xl in ((axes[0], "env_steps", "training env steps"),
-                      (axes[1], "train_s", "training wall time (s)")):
-        for label, rs in groups.items():
-            xs, m, sd = _curves(rs, x)
-            ax.plot(xs, m, marker="o", ms=3, label=f"{label} (n={len(rs)})")
-            ax.fill_between(xs, m - sd, m + sd, alpha=0.15)
-        ax.set_xlabel(xl)
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("held-out valid % (mean over 3/4/5 agents and sizes)")
-    axes[1].legend(fontsize=8)
-    fig.suptitle("Held-out split: valid % during training", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out / "heldout_curve.png", dpi=110)
-    plt.close(fig)
-    names.append("heldout_curve.png")
+    names = [heldout_curve_plot(groups, out, _mean_valid,
+                                ylabel="held-out valid % (mean over 3/4/5 agents and sizes)",
+                                title="Held-out split: valid % during training")]
 
     n = len(groups)
     cols, rows = min(n, PANELS_PER_ROW), -(-n // PANELS_PER_ROW)  # engineers wrap after 4
@@ -222,36 +252,22 @@ def plots(runs: list[Run], out: Path) -> list[str]:
         axes[2 * (j // cols) + 1, j % cols].axis("off")
     axes[0, cols - 1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
     axes[1, cols - 1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "configs.png", dpi=110)
-    plt.close(fig)
-    names.append("configs.png")
-
-    fig, axes, flat = panel_grid(n, 3.6, 3.4, sharey=True)
-    for j, (label, rs) in enumerate(groups.items()):
-        counts = np.zeros((len(rs[0].validation), len(CAUSES) - 1))
-        for r in rs:
-            for i, v in enumerate(r.validation[:len(counts)]):
-                by = v["failures"]["causes_by_size"]
-                counts[i] += [sum(d.get(c, 0) for d in by.values()) for c in CAUSES[1:]]
-        counts /= len(rs)
-        bottom = np.zeros(len(counts))
-        for c in range(counts.shape[1]):
-            flat[j].bar(range(len(counts)), counts[:, c], bottom=bottom, label=CAUSES[c + 1])
-            bottom += counts[:, c]
-        flat[j].set_title(f"{label}\nvalidation failures per stage", fontsize=8)
-        flat[j].set_xlabel("stage")
-        flat[j].xaxis.set_major_locator(MaxNLocator(integer=True))
-    for ax in axes[:, 0]:
-        ax.set_ylabel("failed episodes (mean over seeds)")
-    flat[n - 1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "failures.png", dpi=110)
-    plt.close(fig)
-    names.append("failures.png")
-
+    names.append(save_figure(fig, out, "configs.png"))
+    names.append(stage_bars_plot(groups, out, "failures.png", _failure_counts, CAUSES[1:],
+                                 title="{label}\nvalidation failures per stage",
+                                 ylabel="failed episodes (mean over seeds)", height=3.4))
     names.append(stage_time_plot(groups, out))
     return names
+
+
+def save_figure(fig: Any, out: Path, name: str) -> str:
+    """Lays `fig` out tightly, writes it to `out / name` and closes it; returns `name`."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
 
 
 def panel_grid(n: int, width: float, height: float, **kw: Any) -> tuple[Any, Any, Any]:
@@ -266,6 +282,34 @@ def panel_grid(n: int, width: float, height: float, **kw: Any) -> tuple[Any, Any
     for ax in flat[n:]:
         ax.axis("off")
     return fig, axes, flat
+
+
+def stage_bars_plot(groups: dict[str, list[Run]], out: Path, name: str,
+                    values: Callable[[list[Run]], np.ndarray], labels: Sequence[str], *,
+                    title: str, ylabel: str, height: float) -> str:
+    """`name` (any family): one panel per engineer of stacked bars per stage, `values(runs)`
+    [stages, len(labels)] (e.g. validation failures per cause, mean over seeds); `title` is
+    formatted with the engineer's `label`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.ticker import MaxNLocator
+
+    n = len(groups)
+    fig, axes, flat = panel_grid(n, 3.6, height, sharey=True)
+    for ax, (label, rs) in zip(flat, groups.items()):
+        v = values(rs)
+        bottom = np.zeros(len(v))
+        for c, lab in enumerate(labels):
+            ax.bar(range(len(v)), v[:, c], bottom=bottom, label=lab)
+            bottom += v[:, c]
+        ax.set_title(title.format(label=label), fontsize=8)
+        ax.set_xlabel("stage")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    flat[n - 1].legend(fontsize=7)
+    return save_figure(fig, out, name)
 
 
 def stage_time_plot(groups: dict[str, list[Run]], out: Path) -> str:
@@ -287,10 +331,7 @@ def stage_time_plot(groups: dict[str, list[Run]], out: Path) -> str:
     ax.set_ylabel("seconds per stage (mean)")
     ax.legend(fontsize=7)
     ax.set_title("Where a stage's time goes", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out / "stage_time.png", dpi=110)
-    plt.close(fig)
-    return "stage_time.png"
+    return save_figure(fig, out, "stage_time.png")
 
 
 def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str = "EnvEngineer",
@@ -304,22 +345,29 @@ def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str = "E
 
         return write_control_report(runs, out, title=title, command=command)
     pngs = plots(runs, out)
+    body = ["## Held-out split (never read by any engineer): final stage, mean over map sizes",
+            "", "valid % / optimal % (mean ± std over seeds)", "", *summary_table(runs), "",
+            *size_tables(runs),
+            "## Time per stage", "",
+            "Wall-clock seconds per stage (mean over stages and seeds). Verification is "
+            "counted apart from training; `propose` holds the LLM calls, or the "
+            "`learnability` engineer's own scoring of its sampled configs. Runs that shared "
+            "the machine with other jobs show longer times in every phase.", "",
+            *time_table(runs), ""]
+    return write_markdown(runs, out, title=title, command=command, body=body, pngs=pngs)
+
+
+def write_markdown(runs: list[Run], out: Path, *, title: str, command: str | None,
+                   body: list[str], pngs: list[str], scope: str = "") -> Path:
+    """`out/report.md` (any family): the title, the command, the budget (after `scope`, e.g.
+    the family's name), the family's own `body` lines, the plots and the list of runs."""
     s0 = runs[0].settings
     lines = [f"# {title}", ""]
     if command:
         lines += [f"Command: `{command}`", ""]
-    lines += [f"{len(runs)} run(s); budget per run: {s0['stages']} stages x "
+    lines += [f"{scope}{len(runs)} run(s); budget per run: {s0['stages']} stages x "
               f"{s0['stage_steps']:,} env steps (training), the same for every engineer. "
-              "Verification rollouts are counted apart.", "",
-              "## Held-out split (never read by any engineer): final stage, mean over map sizes",
-              "", "valid % / optimal % (mean ± std over seeds)", "", *summary_table(runs), "",
-              *size_tables(runs),
-              "## Time per stage", "",
-              "Wall-clock seconds per stage (mean over stages and seeds). Verification is "
-              "counted apart from training; `propose` holds the LLM calls, or the "
-              "`learnability` engineer's own scoring of its sampled configs. Runs that shared "
-              "the machine with other jobs show longer times in every phase.", "",
-              *time_table(runs), "",
+              "Verification rollouts are counted apart.", "", *body,
               *[f"![{p}]({p})" for p in pngs], "",
               "## Runs", "", *[f"- `{r.path}`: {r.label}, seed {r.settings['seed']}, "
                               f"{len(r.stages)} stage(s)" for r in runs], ""]

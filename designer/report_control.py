@@ -24,7 +24,18 @@ from typing import Any
 
 import numpy as np
 
-from designer.report import Run, _ms, group, panel_grid, stage_time_plot, time_table
+from designer.report import (
+    Run,
+    _ms,
+    group,
+    heldout_curve_plot,
+    panel_grid,
+    save_figure,
+    stage_bars_plot,
+    stage_time_plot,
+    time_table,
+    write_markdown,
+)
 from jaxenv.control.registry import family
 from jaxenv.control.sets import HELDOUT, N_BINS, bin_edges, load_arrays
 
@@ -98,35 +109,10 @@ def plots(runs: list[Run], out: Path, name: str) -> list[str]:
     fam = family(name)
     groups = group(runs)
     n = len(groups)
-    names = []
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
-    for ax, x, xl in ((axes[0], "env_steps", "training env steps"),
-                      (axes[1], "train_s", "training wall time (s)")):
-        for label, rs in groups.items():
-            xs, ys = [], []
-            for r in rs:
-                pts = [(s, h) for s, h in zip(r.stages, r.heldout) if h is not None]
-                wall = np.cumsum([s["times"]["train"] for s in r.stages])
-                xs.append(np.array([s["env_steps"] if x == "env_steps" else wall[s["stage"]]
-                                    for s, _ in pts], float))
-                ys.append(np.array([h["success"] for _, h in pts]))
-            m = min(len(y) for y in ys)
-            y = np.stack([v[:m] for v in ys])
-            xm = np.mean(np.stack([v[:m] for v in xs]), 0)
-            ax.plot(xm, y.mean(0), marker="o", ms=3, label=f"{label} (n={len(rs)})")
-            ax.fill_between(xm, y.mean(0) - y.std(0), y.mean(0) + y.std(0), alpha=0.15)
-        ax.set_xlabel(xl)
-        ax.set_ylim(0, 100)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"held-out success % ({fam.gym_id} variants)")
-    axes[1].legend(fontsize=8)
-    fig.suptitle(f"{fam.gym_id}, held-out physics variants: success % during training",
-                 fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out / "heldout_curve.png", dpi=110)
-    plt.close(fig)
-    names.append("heldout_curve.png")
+    names = [heldout_curve_plot(
+        groups, out, lambda h: h["success"], top=100,
+        ylabel=f"held-out success % ({fam.gym_id} variants)",
+        title=f"{fam.gym_id}, held-out physics variants: success % during training")]
 
     i, j = heatmap_params(runs, name)
     idx = _bins(name)
@@ -183,29 +169,17 @@ def plots(runs: list[Run], out: Path, name: str) -> list[str]:
     for ax in axes[:, 0]:
         ax.set_ylabel("range within the knob bounds (0 low, 1 high)", fontsize=7)
     flat[n - 1].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(out / "ranges.png", dpi=110)
-    plt.close(fig)
-    names.append("ranges.png")
+    names.append(save_figure(fig, out, "ranges.png"))
 
-    fig, axes, flat = panel_grid(n, 3.6, 3.2, sharey=True)
-    for ax, (label, rs) in zip(flat, groups.items()):
+    def endings(rs: list[Run]) -> np.ndarray:
+        """[stages, outcomes] % of validation episodes per ending, mean over seeds."""
         st = min(len(r.validation) for r in rs)
-        shares = np.mean([[[v["failures"]["endings"].get(o, 0.0) for o in fam.outcomes]
-                           for v in r.validation[:st]] for r in rs], 0)
-        bottom = np.zeros(st)
-        for c, o in enumerate(fam.outcomes):
-            ax.bar(range(st), 100 * shares[:, c], bottom=bottom, label=o)
-            bottom += 100 * shares[:, c]
-        ax.set_title(f"{label}: validation endings", fontsize=8)
-        ax.set_xlabel("stage")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[0, 0].set_ylabel("% of validation episodes")
-    flat[n - 1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "endings.png", dpi=110)
-    plt.close(fig)
-    names.append("endings.png")
+        return 100 * np.mean([[[v["failures"]["endings"].get(o, 0.0) for o in fam.outcomes]
+                               for v in r.validation[:st]] for r in rs], 0)
+
+    names.append(stage_bars_plot(groups, out, "endings.png", endings, fam.outcomes,
+                                 title="{label}: validation endings",
+                                 ylabel="% of validation episodes", height=3.2))
     names.append(stage_time_plot(groups, out))
     return names
 
@@ -219,23 +193,12 @@ def write_control_report(runs: list[Run], out: Path, *, title: str,
                          f"{sorted({r.settings['env'] for r in runs})}")
     fam = family(name)
     pngs = plots(runs, out, name)
-    s0 = runs[0].settings
     n_held = len(runs[0].final["per_variant"]["success"]) if runs[0].final else 0
-    lines = [f"# {title}", ""]
-    if command:
-        lines += [f"Command: `{command}`", ""]
-    lines += [f"{fam.gym_id}, {len(runs)} run(s); budget per run: {s0['stages']} stages x "
-              f"{s0['stage_steps']:,} env steps (training), the same for every engineer. "
-              "Verification rollouts are counted apart.", "",
-              f"## Held-out physics variants ({n_held}, never read by any engineer): "
-              "final stage", "",
-              f"Success: return >= {fam.success_threshold:g}. Normalised return: 0 at "
-              f"{fam.return_range[0]:g}, 1 at {fam.return_range[1]:g}. Mean ± std over seeds.",
-              "", *summary_table(runs), "", *bin_tables(runs, name),
-              "## Time per stage", "", *time_table(runs), "",
-              *[f"![{p}]({p})" for p in pngs], "",
-              "## Runs", "", *[f"- `{r.path}`: {r.label}, seed {r.settings['seed']}, "
-                              f"{len(r.stages)} stage(s)" for r in runs], ""]
-    path = out / "report.md"
-    path.write_text("\n".join(lines))
-    return path
+    body = [f"## Held-out physics variants ({n_held}, never read by any engineer): "
+            "final stage", "",
+            f"Success: return >= {fam.success_threshold:g}. Normalised return: 0 at "
+            f"{fam.return_range[0]:g}, 1 at {fam.return_range[1]:g}. Mean ± std over seeds.",
+            "", *summary_table(runs), "", *bin_tables(runs, name),
+            "## Time per stage", "", *time_table(runs), ""]
+    return write_markdown(runs, out, title=title, command=command, body=body, pngs=pngs,
+                          scope=f"{fam.gym_id}, ")
