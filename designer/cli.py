@@ -84,6 +84,9 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "makespan-cost": ("task.makespan_cost", float, "reward weight of the verifier's makespan"),
     "verify-k": ("verify.k", int, "candidates per verification call"),
     "verify-episodes": ("verify.episodes", int, "fresh levels per candidate"),
+    "verify-signal": ("verify.signal", str, "what verification's p is: success (share of "
+                      "successful episodes) or return (mean normalised return, graded); "
+                      "default: return for the control families, success for mapf"),
     "guidelines": ("guidelines", str, "guidelines file (G) replacing the shipped one"),
     "token-budget": ("token_budget", int, "prompt token budget"),
     "max-tokens": ("max_tokens", int, "tokens per LLM reply"),

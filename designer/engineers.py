@@ -93,8 +93,16 @@ class LearnabilityEngineer:
         return [Proposal(values=cands[i], source=self.name,
                          rationale=f"random config with learnability "
                                    f"{scores[i].learnability:.3f} (success "
-                                   f"{scores[i].success:.3f}) among {self.samples} sampled")
+                                   f"{scores[i].success:.3f}{_graded(scores[i])}) among "
+                                   f"{self.samples} sampled")
                 for i in order[:self.n]]
+
+
+def _graded(score: Any) -> str:
+    """", graded p x" when the score's p is not its success (the return signal)."""
+    if getattr(score, "signal", "success") == "success":
+        return ""
+    return f", {score.signal} {score.p:.3f}"
 
 
 class MutateEngineer:

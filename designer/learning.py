@@ -6,7 +6,8 @@
 2. its replies are scored by the loop's own verification (`context.verify`, deterministic in
    the stage: the loop's second scoring of the same candidates gives the same numbers);
 3. reward of a reply: `4 p (1 - p)` (learnability scaled to [0, 1]) of its config when its
-   success p is inside the choice rule's [floor, ceiling], else 0; a reply that did not parse,
+   p (success, or the graded return: `VerifySettings.signal`) is inside the choice rule's
+   [floor, ceiling], else 0; a reply that did not parse,
    was rejected or was cut earns 0. Rewards of one prompt's replies are one GRPO group;
 4. `policy.llm.engineer_rl.EngineerLearner.step` updates the LoRA of the engineer's model on
    the exact messages and completion texts of the call (a group with equal rewards: no step);
@@ -32,8 +33,10 @@ ADAPTERS = "engineer_lora"
 
 
 def reward_of(score: Any, floor: float, ceiling: float) -> float:
-    """The reply's reward: 4 p (1 - p) inside [floor, ceiling], else 0 (module docstring)."""
-    p = float(score.success)
+    """The reply's reward: 4 p (1 - p) inside [floor, ceiling], else 0 (module docstring); p is
+    the score's graded p (success, or the mean normalised return: `designer.verify`)."""
+    p = getattr(score, "p", None)
+    p = float(score.success if p is None else p)
     return 4.0 * p * (1.0 - p) if floor <= p <= ceiling else 0.0
 
 

@@ -124,7 +124,7 @@ class ClosedLoop:
         self.verifier = Verifier(evaluator=self.trainee.evaluator, k=v.k,
                                  episodes=self.trainee.verify_episodes(v.episodes),
                                  floor=v.floor, ceiling=v.ceiling, targets=self.task.targets,
-                                 space=self.space)
+                                 space=self.space, signal=v.signal)
         self.engineer = make_engineer(settings, self.folder, backend=backend, task=self.task,
                                       trainee=self.trainee)
         self.builder = ContextBuilder(settings.context,

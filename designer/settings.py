@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from designer.context import parse_modules
+from designer.verify import SIGNALS
 from policy.llm.settings import LLMTraineeSettings
 
 ENGINEERS = ("fixed", "dr", "learnability", "mutate", "rules", "llm", "self")
@@ -92,8 +93,16 @@ class TaskSettings(Strict):
 class VerifySettings(Strict):
     k: int = Field(4, ge=1, le=64, description="Candidates per verification call (padded).")
     episodes: int = Field(512, ge=8, le=65536, description="Fresh levels per candidate.")
-    floor: float = Field(0.05, ge=0, le=1, description="Never choose success below this.")
-    ceiling: float = Field(0.95, ge=0, le=1, description="Never choose success above this.")
+    floor: float = Field(0.05, ge=0, le=1, description="Never choose a candidate whose p "
+                         "(signal) is below this.")
+    ceiling: float = Field(0.95, ge=0, le=1, description="Never choose a candidate whose p "
+                           "(signal) is above this.")
+    signal: Literal[SIGNALS] = Field(
+        "success", description="What a candidate's p (floor, ceiling, learnability p(1-p)) is: "
+        "success, the share of successful episodes; or return, the mean normalised return in "
+        "[0, 1], graded where success is all-or-nothing per distribution (designer.verify). "
+        "Default: the family's (designer.tasks.VERIFY_DEFAULTS: return for the control "
+        "families, success for MAPF).")
 
 
 class LearnSettings(Strict):
@@ -176,6 +185,22 @@ class RunSettings(Strict):
         if isinstance(t, TraineeSettings):
             t = {k: getattr(t, k) for k in t.model_fields_set}
         return {**data, "trainee": {**defaults, **dict(t)}}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _family_verify_defaults(cls, data: Any) -> Any:
+        """A family's verification defaults (the signal) fill the fields the run does not set."""
+        if not isinstance(data, dict):
+            return data
+        from designer.tasks import VERIFY_DEFAULTS
+
+        defaults = VERIFY_DEFAULTS.get(data.get("env", "mapf"), {})
+        if not defaults:
+            return data
+        v = data.get("verify", {})
+        if isinstance(v, VerifySettings):
+            v = {k: getattr(v, k) for k in v.model_fields_set}
+        return {**data, "verify": {**defaults, **dict(v)}}
 
     @model_validator(mode="before")
     @classmethod

@@ -33,3 +33,31 @@ def test_run_trainee_llm_flags_build_the_llm_settings():
     assert (s.llm.sft_steps, s.llm.verify_levels) == (10, 6)
     assert (s.capacity.max_size, s.capacity.max_agents) == (4, 2)
     assert build_settings(p.parse_args([])).trainee_kind == "ppo"
+
+
+def test_verify_signal_flag_and_family_defaults():
+    """`--verify-signal` lands in `VerifySettings.signal`; unset, the family decides (return
+    for the control families, success for MAPF); a bad value is one clear error."""
+    import pytest
+
+    from designer.cli import CliError, Parser, add_run_flags, build_settings, settings_from
+    from designer.settings import RunSettings
+
+    p = Parser()
+    add_run_flags(p)
+    assert build_settings(p.parse_args([])).verify.signal == "success"  # mapf
+    assert build_settings(p.parse_args(["--env", "cartpole"])).verify.signal == "return"
+    s = build_settings(p.parse_args(["--env", "cartpole", "--verify-signal", "success"]))
+    assert s.verify.signal == "success"
+    assert build_settings(p.parse_args(["--verify-signal", "return"])).verify.signal == "return"
+    with pytest.raises(CliError, match="bad value for verify.signal"):
+        build_settings(p.parse_args(["--verify-signal", "reward"]))
+    with pytest.raises(CliError, match="bad value for verify.signal"):
+        settings_from({"env": "cartpole", "verify": {"signal": "share"}})
+    # a settings file or a saved run.json that sets the signal keeps it; other verify fields
+    # set alone still get the family's signal
+    s = RunSettings.model_validate({"env": "cartpole", "verify": {"k": 2}})
+    assert (s.verify.k, s.verify.signal) == (2, "return")
+    assert RunSettings.model_validate(s.model_dump()) == s
+    mapf = RunSettings.model_validate({"verify": {"k": 2}})
+    assert mapf.verify.signal == "success"

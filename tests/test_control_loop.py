@@ -53,6 +53,34 @@ def test_cartpole_run_folder_report_and_robustness_table(cartpole_run):
     assert "hole" not in text  # nothing of MAPF leaks into a control prompt
 
 
+def test_rules_on_cartpole_leaves_round_0_under_the_graded_signal(tmp_path):
+    """The family default verifies on the normalised return: after a short stage the policy
+    balances nothing (success 0.0 on the candidate, which the success signal would reject:
+    the config would stay round 0's forever), but its return is graded, inside the window, so
+    the rules engineer's candidate is chosen and stage 1 trains on it."""
+    from designer.verify import Score, Verifier
+
+    out = tmp_path / "graded"
+    args = [a if a != "8192" else "65536" for a in TINY]  # 16 updates: some return, no success
+    assert main(["run", "--env", "cartpole", "--engineer", "rules", *args,
+                 "--heldout-every", "99", "--out", str(out)]) == 0
+    assert json.loads((out / "run.json").read_text())["settings"]["verify"]["signal"] == "return"
+    cands = json.loads((out / "stages/000/candidates.json").read_text())
+    scores = [Score.from_dict(c["score"]) for c in cands]
+    assert all(s.signal == "return" and s.success == 0.0 for s in scores)
+    assert all(s.p == s.normalized_return for s in scores)
+    assert any(0.08 <= s.p <= 0.95 for s in scores), [s.p for s in scores]
+    choice = json.loads((out / "stages/000/choice.json").read_text())
+    assert choice["index"] is not None and "normalised return" in choice["reason"]
+    picked = cands[choice["index"]]["values"]
+    assert json.loads((out / "stages/001/config.json").read_text())["values"] == picked
+    assert picked != json.loads((out / "stages/000/config.json").read_text())["values"]
+    # the same scores under the success signal: nothing inside the window, round 0 kept
+    space = make_task(RunSettings(env="cartpole", engineer="rules")).space
+    plain = [Score.from_dict({**c["score"], "p": None, "signal": "success"}) for c in cands]
+    assert Verifier(evaluator=object(), space=space).choose(plain).index is None
+
+
 def test_pendulum_runs_with_the_gaussian_trainee(tmp_path):
     out = tmp_path / "pendulum"
     assert main(["run", "--env", "pendulum", "--engineer", "mutate", *TINY, "--out",

@@ -114,6 +114,7 @@ def test_a_second_process_on_the_same_folder_is_refused(tmp_path, env, settings_
     (["run", "--stages", "0"], "bad value for stages"),
     (["run", "--engineer", "oracle"], "bad value for engineer"),
     (["run", "--backend", "gpt-9"], "bad value for backend"),
+    (["run", "--verify-signal", "reward"], "bad value for verify.signal"),
     (["run", "--stages", "many"], "invalid int value"),
     (["run", "--resume", "/nonexistent/run"], "not a run folder"),
     (["run", "--guidelines", "/nonexistent/g.md"], "no such guidelines file"),

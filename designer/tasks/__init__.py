@@ -7,7 +7,8 @@ from typing import Any
 
 from designer.tasks.base import CauseRule, Curriculum, Failures, Task
 
-__all__ = ["TASKS", "TRAINEE_DEFAULTS", "CauseRule", "Curriculum", "Failures", "Task", "make_task"]
+__all__ = ["TASKS", "TRAINEE_DEFAULTS", "VERIFY_DEFAULTS", "CauseRule", "Curriculum", "Failures",
+           "Task", "make_task"]
 
 
 def _mapf(settings: Any) -> Task:
@@ -45,6 +46,19 @@ def _trainee_defaults(name: str) -> dict[str, Any]:
 # Trainee settings a family needs unless the run sets them (`RunSettings` applies them when it
 # is built, so run.json holds the values the run used and a resume reads the same).
 TRAINEE_DEFAULTS: dict[str, dict[str, Any]] = {n: _trainee_defaults(n) for n in TASKS}
+
+
+def _verify_defaults(name: str) -> dict[str, Any]:
+    if name == "mapf":
+        return {}  # MAPF verifies on success, as it always has
+    from designer.tasks.control import VERIFY_DEFAULTS as control
+
+    return control
+
+
+# Verification settings a family needs unless the run sets them (`RunSettings` applies them
+# like the trainee's; run.json holds the values used).
+VERIFY_DEFAULTS: dict[str, dict[str, Any]] = {n: _verify_defaults(n) for n in TASKS}
 
 
 def make_task(settings: Any) -> Task:
