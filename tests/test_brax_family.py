@@ -26,9 +26,9 @@ from jaxenv.control.family import NONFINITE, RUNNING  # noqa: E402
 T = 30
 HOPPER = "brax:hopper"
 PENDULUMS = tuple(n for n in BRAX_NAMES if n != HOPPER)
-MASS_LINK = {  # the mass knob whose link's inertia follows it, and that link's index
-    "brax:inverted_pendulum": ("pole_mass", 1), "brax:inverted_double_pendulum": ("pole_mass", 1),
-    HOPPER: ("torso_mass", 0)}
+MASS_LINKS = {  # a mass knob and the indices of the links whose inertia follows it
+    "brax:inverted_pendulum": ("pole_mass", [1]),
+    "brax:inverted_double_pendulum": ("pole_mass", [1, 2]), HOPPER: ("torso_mass", [0])}
 
 
 @pytest.fixture(scope="module", params=PENDULUMS)
@@ -88,16 +88,16 @@ def test_standard_config_is_brax_system(any_env):
 
 def test_inertia_follows_mass(any_env):
     env, cs = any_env, any_env.config_space
-    knob, link = MASS_LINK[env.family.name]
+    knob, links = MASS_LINKS[env.family.name]
     value = cs[f"{knob}_max"].high
     lv = env.generate(jax.random.PRNGKey(0), cs.to_config(dict(
         cs.default(), **{f"{knob}_min": value, f"{knob}_max": value})))
     sys, std = env.family.env_params(lv), env.raw.default_params
-    ratio = value / float(std.link.inertia.mass[link])
-    np.testing.assert_allclose(sys.link.inertia.i[link], std.link.inertia.i[link] * ratio,
-                               rtol=1e-5)
-    others = np.arange(len(std.link.inertia.mass)) != link
-    np.testing.assert_allclose(sys.link.inertia.i[others], std.link.inertia.i[others], rtol=1e-6)
+    i, i0 = np.asarray(sys.link.inertia.i), np.asarray(std.link.inertia.i)
+    ratio = value / np.asarray(std.link.inertia.mass)[links]
+    np.testing.assert_allclose(i[links], i0[links] * ratio[:, None, None], rtol=1e-5)
+    others = ~np.isin(np.arange(len(i0)), links)
+    np.testing.assert_allclose(i[others], i0[others], rtol=1e-6)
 
 
 def test_steps_equal_brax(env):
