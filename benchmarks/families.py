@@ -3,10 +3,11 @@
     python benchmarks/families.py --json benchmarks/results/families_cpu2.json
     python benchmarks/families.py --quick                # fewer repeats, smaller batch
 
-Per family (gymnax's four; ``brax:inverted_pendulum`` too when brax is installed, at its own
-batch ``--brax-batch``, default 1,024), B envs each with its own physics variant (drawn from
-a domain-randomisation config: every knob's full range) run a jitted ``lax.scan`` of 100
-steps of ``vmap(step)`` with uniformly random actions, auto-reset included:
+Per family (gymnax's four; the brax families too when brax is installed, at their own batch
+``--brax-batch``, default 1,024; ``--families brax:hopper`` for one), B envs each with its own
+physics variant (drawn from a domain-randomisation config: every knob's full range) run a
+jitted ``lax.scan`` of 100 steps of ``vmap(step)`` with uniformly random actions, auto-reset
+included:
 
 - ``raw``: gymnax's own ``step`` with a batch of per-env ``EnvParams`` (the variants' params,
   every field an array [B], as a batch of gymnax params is); for brax, brax's env on each
@@ -64,8 +65,8 @@ def dr_config(env: ControlEnv) -> Any:
 
 
 def random_actions(env: ControlEnv, key: jax.Array, b: int) -> jax.Array:
-    if env.continuous:
-        return jax.random.uniform(key, (b, 1), minval=-2.0, maxval=2.0)
+    if env.continuous:  # brax clips to its control range [-1, 1]
+        return jax.random.uniform(key, (b, env.action_dim), minval=-2.0, maxval=2.0)
     return jax.random.randint(key, (b, 1), 0, env.num_actions)
 
 

@@ -1,7 +1,8 @@
 """brax environments in gymnax's shape, with a brax ``System`` as their params.
 
 Shared by the brax physics families (`jaxenv.control.brax_pendulum`,
-`jaxenv.control.brax_double_pendulum`). brax is imported only when an env is first built.
+`jaxenv.control.brax_double_pendulum`, `jaxenv.control.brax_hopper`). brax is imported only when
+an env is first built.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class BraxRaw:
         zero = jnp.float32(0.0)
         st = State(pipeline_state=state.pipeline_state, obs=state.obs, reward=zero, done=zero,
                    metrics={}, info={"time_out": zero})
-        st = self._with(sys).step(st, jnp.reshape(action, (1,)))
+        st = self._with(sys).step(st, jnp.reshape(action, (self.num_actions,)))
         new = BraxRawState(st.pipeline_state, st.obs, state.time + 1)
         return st.obs, new, jnp.asarray(st.reward, jnp.float32), st.done > 0, {}
 

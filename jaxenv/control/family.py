@@ -104,6 +104,7 @@ class Family:
     worst_reward: float  # step reward of a non-finite step (the task's worst)
     continuous: bool = False  # one real action (Pendulum's torque) rather than discrete ones
     action_bound: float = 0.0  # continuous: the action space is [-bound, bound]
+    action_dim: int = 1  # continuous: the action's size (brax's hopper: 3 motors)
     notes: str = ""  # where the family departs from the raw task (docs, the LLM's guidelines)
 
     def __post_init__(self) -> None:
@@ -224,8 +225,9 @@ def _all_finite(*trees: Any) -> jax.Array:
 class ControlEnv(environment.Environment):
     """One physics family as a jaxenv environment with levels (see the module docstring).
 
-    Actions are ``[1]`` (an int for discrete tasks, a float torque for Pendulum), rewards
-    ``[1]``: the one-agent case of `jaxenv.agents.MultiAgentEnv`.
+    Actions are ``[1]`` (an int for discrete tasks, a float torque for Pendulum; ``[D]`` floats
+    for a family whose ``action_dim`` is D, e.g. brax's hopper), rewards ``[1]``: the one-agent
+    case of `jaxenv.agents.MultiAgentEnv`.
     """
 
     num_agents = 1
@@ -257,7 +259,7 @@ class ControlEnv(environment.Environment):
     @property
     def action_dim(self) -> int:
         """Size of a continuous action (the trainee's Gaussian head); 0: discrete actions."""
-        return 1 if self.continuous else 0
+        return self.family.action_dim if self.continuous else 0
 
     @property
     def default_params(self) -> Any:
@@ -266,7 +268,7 @@ class ControlEnv(environment.Environment):
     def action_space(self, params: Any = None) -> spaces.Box:
         if self.continuous:
             b = self.family.action_bound
-            return spaces.Box(-b, b, (1,), jnp.float32)
+            return spaces.Box(-b, b, (self.action_dim,), jnp.float32)
         return spaces.Box(0, self.num_actions - 1, (1,), jnp.int32)
 
     def observation_space(self, params: Any = None) -> spaces.Box:

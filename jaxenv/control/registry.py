@@ -1,9 +1,9 @@
 """The physics families by name: `make("cartpole")` -> its environment (space, levels, metrics).
 
 Names: ``cartpole`` (CartPole-v1), ``acrobot`` (Acrobot-v1), ``mountaincar`` (MountainCar-v0),
-``pendulum`` (Pendulum-v1) (`NAMES`: gymnax, always available), ``brax:inverted_pendulum``
-and ``brax:inverted_double_pendulum`` (`BRAX_NAMES`: need ``brax``, imported when the env is
-made). An environment is built once
+``pendulum`` (Pendulum-v1) (`NAMES`: gymnax, always available), ``brax:inverted_pendulum``,
+``brax:inverted_double_pendulum`` and ``brax:hopper`` (`BRAX_NAMES`: need ``brax``, imported
+when the env is made). An environment is built once
 per name and reused, so jitted functions keyed on it (trainers, evaluators) compile once. Its
 frozen held-out and validation sets: `jaxenv.control.sets.load_set(name, split)`.
 """
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from jaxenv.control import (
     acrobot,
     brax_double_pendulum,
+    brax_hopper,
     brax_pendulum,
     cartpole,
     mountain_car,
@@ -24,7 +25,8 @@ from jaxenv.control.family import ControlEnv, Family
 
 _MAKERS: dict[str, tuple[Family, Callable[[], ControlEnv]]] = {
     m.FAMILY.name: (m.FAMILY, m.make_env)
-    for m in (cartpole, acrobot, mountain_car, pendulum, brax_pendulum, brax_double_pendulum)
+    for m in (cartpole, acrobot, mountain_car, pendulum, brax_pendulum, brax_double_pendulum,
+              brax_hopper)
 }
 ALL_NAMES: tuple[str, ...] = tuple(_MAKERS)
 BRAX_NAMES: tuple[str, ...] = tuple(n for n in ALL_NAMES if n.startswith("brax:"))

@@ -55,6 +55,7 @@ HELDOUT_SHA256 = {  # of each family's shipped heldout file
     "brax:inverted_pendulum": "d65a1b4b6b97d4c9adf0845b9218ee5943dbecf27c1b4b4a15aca8a2613249e9",
     "brax:inverted_double_pendulum":
         "59f54b7529132b097f046ec35b2699e8a45f61a706c147f9c44634677332ce50",
+    "brax:hopper": "5ba9a068595a139671796d47b36b6f52f741b8149585edf8e4bcefad513db487",
 }
 VALIDATION_SHA256 = {  # of each family's shipped validation file
     "cartpole": "87f76b1574b692484a18af9ca68be60246524c55bbcd00f2fb4a158ccb9fe248",
@@ -64,6 +65,7 @@ VALIDATION_SHA256 = {  # of each family's shipped validation file
     "brax:inverted_pendulum": "0c1154075a70e5abcccdb792c17ba7c93815f37ad9c4a12c543d451ceb210055",
     "brax:inverted_double_pendulum":
         "053a1721476f79e1e6b9404dfea9d3a7702d7e2cd688fd068864c19fe0d90e33",
+    "brax:hopper": "a42d0690920510514cc30240a7dd78a335bed58becdf4d0154f16f7decebd97a",
 }
 SPLITS: dict[str, SetSpec] = {
     HELDOUT: SetSpec(HELDOUT, seed=20261204, n=512, purpose="reported results only",
