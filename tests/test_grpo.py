@@ -145,3 +145,76 @@ def test_consecutive_rollouts_sample_different_completions(two_runs):
     first = rollout.generate(prompts, config).text
     second = rollout.generate(prompts, config).text
     assert first != second
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_logits_where_read_give_the_same_log_probs(tmp_path, monkeypatch, tied):
+    """The adapter's projection of only the read positions (item 6) changes no number tunix
+    computes: GRPO's per-token log-probs and logits, and the model's tail, equal tunix's full
+    projection; without the patch the model projects every position."""
+    from tunix.rl import common
+
+    from policy.llm import tunix_adapter as A
+    from tests.tiny_tunix import tiny_folder
+
+    monkeypatch.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))
+    folder = tiny_folder(tmp_path / "m", rope_theta=10_000.0, head_scale=1.0, tied=tied)
+    lm, _, _ = A.load_model(folder)
+    assert A.logits_where_read()
+    from flax import nnx
+
+    rng = np.random.default_rng(0)
+    prompt = jnp.asarray(rng.integers(3, 40, (3, 12)), jnp.int32).at[0, :4].set(0)  # left pad
+    completion = jnp.asarray(rng.integers(3, 40, (3, 7)), jnp.int32).at[1, 5:].set(0)
+    kw = dict(pad_id=0, eos_id=2, stop_gradient=True, return_logits=True)
+    from tunix.models.llama3 import model as llama
+
+    seen = []  # positions each projection saw
+    decode, head = llama.Embedder.decode, llama.Einsum.__call__
+    monkeypatch.setattr(llama.Embedder, "decode",
+                        lambda self, x: seen.append(x.shape[1]) or decode(self, x))
+    if not tied:
+        lm.lm_head.__class__ = type("Head", (llama.Einsum,), {
+            "__call__": lambda self, x: seen.append(x.shape[1]) or head(self, x)})
+    graphdef, state = nnx.split(lm)
+    fast = common.compute_per_token_logps(graphdef, state, prompt, completion, **kw)
+    with A.logits_everywhere():
+        full = common.compute_per_token_logps(graphdef, state, prompt, completion, **kw)
+    assert seen == [7 + 1, 12 + 7]
+    for a, b in zip(fast, full):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5, rtol=1e-5)
+
+    ids = jnp.asarray(rng.integers(3, 40, (2, 9)), jnp.int32)
+    pos = jnp.broadcast_to(jnp.arange(9), (2, 9))
+    attn = jnp.tril(jnp.ones((9, 9), bool))[None]
+    whole = np.asarray(lm(ids, pos, None, attn)[0])
+    last = np.asarray(lm(ids, pos, None, attn, decode_only_last_token=True)[0])
+    assert whole.shape[1] == 9 and last.shape[1] == 1
+    np.testing.assert_allclose(last[:, 0], whole[:, -1], atol=1e-5, rtol=1e-5)
+
+
+def test_sampling_with_last_position_prefill_is_unchanged(tiny):
+    """tunix's sampler takes the adapter's ``decode_only_last_token`` on prefill: greedy
+    replies equal those of the full projection."""
+    from tunix.generate import sampler as sampler_lib
+
+    from policy.llm import tunix_adapter as A
+
+    lm, tok, _ = A.load_model(tiny)
+    c = lm.config
+    cache = sampler_lib.CacheConfig(cache_size=64, num_layers=c.num_layers,
+                                    num_kv_heads=c.num_kv_heads, head_dim=c.head_dim)
+    prompts = ["Grid 3x3, 2 agents.", "A0: (0,0) -> (0,1)", "system user"]
+
+    def greedy():
+        s = sampler_lib.Sampler(transformer=lm, tokenizer=tok, cache_config=cache)
+        out = s(prompts, max_generation_steps=12, max_prompt_length=32,
+                eos_tokens=[int(tok.eos_token_id)])
+        return s._supports_decode_only_last_token, out.text
+
+    fast_flag, fast = greedy()
+    with A.logits_everywhere():
+        full_flag, full = greedy()
+    assert fast_flag and not full_flag
+    assert fast == full

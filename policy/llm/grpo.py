@@ -75,6 +75,7 @@ class GRPOTrainee:
         from tunix.rl.rollout.base_rollout import RolloutConfig
 
         adapter.fix_rope()
+        adapter.logits_where_read()
         self.settings, self.stage = settings, stage
         self.tokenizer = adapter.fix_tokenizer(tokenizer)
         self.mesh = adapter.make_mesh() if mesh is None else mesh
@@ -91,6 +92,7 @@ class GRPOTrainee:
             reference = nnx.clone(actor) if s.beta > 0 else None
         self.actor = actor
         self.prompts = [adapter.chat_prompt(self.tokenizer, m) for m in stage.messages]
+        self.prompt_tokens = self._prompt_length()
         opt = optax.adamw(s.learning_rate, b1=0.9, b2=0.99, weight_decay=0.0)
         ckpt = None
         if s.checkpoint_dir:
@@ -104,8 +106,8 @@ class GRPOTrainee:
             checkpoint_root_directory=s.checkpoint_dir, checkpointing_options=ckpt,
             pbar_description=None)
         rollout = RolloutConfig(
-            max_tokens_to_generate=s.max_new_tokens, max_prompt_length=s.max_prompt_tokens,
-            kv_cache_size=s.max_prompt_tokens + s.max_new_tokens + 8,
+            max_tokens_to_generate=s.max_new_tokens, max_prompt_length=self.prompt_tokens,
+            kv_cache_size=self.prompt_tokens + s.max_new_tokens + 8,
             temperature=s.temperature, top_p=1.0, top_k=None,
             eos_tokens=[int(self.tokenizer.eos_token_id)])
         roles = {r: self.mesh for r in (rl.Role.ACTOR, rl.Role.REFERENCE, rl.Role.ROLLOUT)}
@@ -120,6 +122,19 @@ class GRPOTrainee:
                           epsilon=s.epsilon)
         self.learner = GRPOLearner(self.cluster, algo, reward_fns=[self._reward],
                                    data_shuffle_seed=s.seed)
+
+    def _prompt_length(self) -> int:
+        """The padded prompt length: the stage's longest prompt rounded up to 16 tokens.
+
+        Every step pays for the padding three times (prefill, reference and policy passes),
+        so a fixed ``max_prompt_tokens`` far above the stage's prompts wastes a sixth of a
+        step on SmolLM2's CPU preset; one length per stage keeps one compiled shape."""
+        longest = max(len(self.tokenizer(p, add_special_tokens=True)["input_ids"])
+                      for p in self.prompts)
+        if longest > self.settings.max_prompt_tokens:
+            raise ValueError(f"the stage's prompts run to {longest} tokens, above "
+                             f"max_prompt_tokens={self.settings.max_prompt_tokens}")
+        return min(self.settings.max_prompt_tokens, -(-longest // 16) * 16)
 
     # ------------------------------------------------------------------------ reward
     def _reward(self, prompts: list[str], completions: list[str], level: Any = None,

@@ -132,6 +132,7 @@ class LLMTrainee:
         else:
             lm, tok, folder = adapter.load_model(self.s.model, mesh=self.mesh)
         adapter.fix_rope()
+        adapter.logits_where_read()
         self._sampler = None
         self.state = LLMState(base=lm, tokenizer=adapter.fix_tokenizer(tok), folder=Path(folder))
         return self.state

@@ -16,6 +16,17 @@ Traps (found with SmolLM2-135M-Instruct on CPU, tunix 0.1.7):
    the same completions each step; ``seed_each_rollout`` folds the rollout count into a base
    key (different samples each step, reproducible from the seed).
 
+Not a trap but a cost, mended here for the same reason (one place that patches tunix):
+
+6. Logits where read: tunix's llama3 projects every position onto the vocabulary, and XLA does
+   not move the later slice through the matmul. On SmolLM2 (49,152 words, tied) that is a
+   fifth of a forward pass spent on logits nobody reads: the sampler's prefill reads one
+   position, a GRPO log-prob the completion's. ``logits_where_read()`` gives
+   ``Llama3.__call__`` tunix's own ``decode_only_last_token`` switch (its sampler passes it on
+   prefill when the model accepts it) and, inside ``tunix.rl.common.compute_per_token_logps``,
+   projects only the last ``completion + 1`` positions, the ones it slices; the returned
+   log-probs are the same (``tests/test_grpo.py``).
+
 Also here: ``model_config`` (a transformers ``config.json`` -> tunix ``ModelConfig``) and
 ``load_model`` (a safetensors folder, or the embedded SmolLM2 GGUF converted once through
 ``designer.backends.hf.model_folder``).
@@ -165,6 +176,87 @@ def seed_each_rollout(cluster: Any, seed: int) -> None:
     rollout.rollouts_done = lambda: count["n"]
 
 
+# ---------------------------------------------------------------------------- 6. logits
+_TAIL = threading.local()
+
+
+def logits_where_read() -> bool:
+    """Project onto the vocabulary only where tunix reads the logits (idempotent; item 6 of the
+    module docstring). Returns whether the patch is active (False once tunix's llama3 has a
+    ``decode_only_last_token`` switch of its own). Apply before building a sampler or cluster:
+    tunix's sampler checks the switch when it is built."""
+    from tunix.models.llama3 import model as llama
+    from tunix.rl import common
+
+    call = llama.Llama3.__call__
+    if getattr(call, "_envengineer_tail", False):
+        return True
+    if "decode_only_last_token" in inspect.signature(call).parameters:
+        return False
+
+    def __call__(self, input_tokens, positions, cache, attention_mask,
+                 decode_only_last_token: bool = False):
+        # tunix 0.1.7's Llama3.__call__, plus the projection of the last positions only
+        new_cache = None if cache is None else {}
+        x = self.embedder.encode(input_tokens)
+        for i, layer in enumerate(self.layers):
+            name = f"layer_{i}"
+            layer_cache, x = layer(x, positions, cache[name] if cache else None,
+                                   attention_mask)
+            if cache is not None:
+                new_cache[name] = layer_cache
+        tail = 1 if decode_only_last_token else (
+            getattr(_TAIL, "n", None) if cache is None else None)
+        if tail is not None and tail < x.shape[1]:
+            x = x[:, -tail:]
+        x = self.final_norm(x)
+        logits = self.embedder.decode(x) if self.config.weight_tying else self.lm_head(x)
+        return logits, new_cache
+
+    logps = common.compute_per_token_logps
+
+    def compute_per_token_logps(graphdef, state, prompt_tokens, completion_tokens, *args,
+                                **kwargs):
+        old = getattr(_TAIL, "n", None)
+        packed = kwargs.get("segment_ids") is not None or len(args) > 5 and args[5] is not None
+        _TAIL.n = None if packed else int(completion_tokens.shape[1]) + 1
+        try:
+            return logps(graphdef, state, prompt_tokens, completion_tokens, *args, **kwargs)
+        finally:
+            _TAIL.n = old
+
+    __call__.__doc__ = call.__doc__
+    __call__._envengineer_tail = True  # type: ignore[attr-defined]
+    __call__._envengineer_original = call  # type: ignore[attr-defined]
+    compute_per_token_logps.__doc__ = logps.__doc__
+    compute_per_token_logps._envengineer_original = logps  # type: ignore[attr-defined]
+    llama.Llama3.__call__ = __call__
+    common.compute_per_token_logps = compute_per_token_logps
+    return True
+
+
+@contextlib.contextmanager
+def logits_everywhere():
+    """tunix's full projection, as shipped, inside the block (tests compare the two). The
+    log-prob jit forgets its traces on the way in and out: a trace holds the projection it
+    was traced with (both give the same numbers; only the cost differs)."""
+    from tunix.models.llama3 import model as llama
+    from tunix.rl import common
+
+    call, logps = llama.Llama3.__call__, common.compute_per_token_logps
+    if not getattr(call, "_envengineer_tail", False):
+        yield
+        return
+    llama.Llama3.__call__ = call._envengineer_original
+    common.compute_per_token_logps = logps._envengineer_original
+    logps._envengineer_original.clear_cache()
+    try:
+        yield
+    finally:
+        llama.Llama3.__call__, common.compute_per_token_logps = call, logps
+        logps._envengineer_original.clear_cache()
+
+
 # ---------------------------------------------------------------------------- loading
 def model_config(config: dict[str, Any] | str | Path) -> Any:
     """tunix llama3 ``ModelConfig`` from a transformers Llama ``config.json`` (dict or path)."""
@@ -195,6 +287,7 @@ def load_model(model: str | Path | None = None, mesh: Any = None) -> tuple[Any, 
     from designer.backends.hf import _import_transformers, model_folder
 
     fix_rope()
+    logits_where_read()
     folder = model_folder(model)
     from tunix.models.llama3 import params
 
