@@ -1,7 +1,8 @@
-"""Export of a tunix Llama (LoRA merged) as a transformers folder (policy.llm.export): the
-folder's logits under transformers equal tunix's of the LoRA model, tied and untied, at a
-rope_theta that is not tunix's default; it loads in the transformers backend; it is written
-atomically. Tiny random-weight model built here (tests/tiny_tunix.py), no download."""
+"""Export of a tunix Llama or Qwen3 (LoRA merged) as a transformers folder
+(policy.llm.export): the folder's logits under transformers equal tunix's of the LoRA model,
+tied and untied, at a rope_theta that is not tunix's default; it loads in the transformers
+backend; it is written atomically. Tiny random-weight models built here (tests/tiny_tunix.py),
+no download."""
 
 from __future__ import annotations
 
@@ -37,25 +38,30 @@ def tunix_logits(lm):
 
 def hf_logits(folder):
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    hf = LlamaForCausalLM.from_pretrained(str(folder), local_files_only=True).eval()
+    hf = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True).eval()
     with torch.no_grad():
         return hf(torch.tensor(IDS, dtype=torch.long)).logits.numpy()
 
 
-@pytest.mark.parametrize("tied", [False, True])
-def test_export_matches_tunix_lora_logits(tmp_path, monkeypatch, tied):
+@pytest.mark.parametrize(("family", "tied"), [("llama", False), ("llama", True),
+                                              ("qwen3", True)])
+def test_export_matches_tunix_lora_logits(tmp_path, monkeypatch, family, tied):
+    import json
+
     from policy.llm.export import export_hf, lora_scale_of
     from tests.tiny_tunix import tiny_folder
 
     monkeypatch.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))
-    src = tiny_folder(tmp_path / "src", rope_theta=50_000.0, head_scale=1.0, tied=tied)
+    src = tiny_folder(tmp_path / "src", rope_theta=50_000.0, head_scale=1.0, tied=tied,
+                      family=family)
     base, lora, tok = lora_model(src)
     assert lora_scale_of(lora) == pytest.approx(2.0)
     want = tunix_logits(lora)
     assert np.abs(want - tunix_logits(base)).max() > 1e-2  # the LoRA matters
     out = export_hf(lora, tok, src, tmp_path / "out")
+    assert json.loads((out / "config.json").read_text())["model_type"] == family
     np.testing.assert_allclose(hf_logits(out), want, atol=1e-4, rtol=1e-4)
     # ... and back into tunix (the route a later stage or run takes)
     from policy.llm import tunix_adapter as A

@@ -1,8 +1,8 @@
 """The GRPO trainee (policy.llm.grpo) with tunix: the adapter's traps (RoPE theta against
 transformers, tokenizer, mesh, per-rollout keys) and GRPO steps that move the parameters.
 
-Needs the tunix extra (skipped without it); uses a tiny random-weight Llama built here
-(tests/tiny_tunix.py), never a download."""
+Needs the tunix extra (skipped without it); uses a tiny random-weight Llama (and Qwen3) built
+here (tests/tiny_tunix.py), never a download."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from policy.llm import reward as R
 from policy.llm import stages
 
 tunix = pytest.importorskip("tunix", reason="the tunix extra is not installed")
+
+IDS = np.array([[5, 9, 17, 3, 30, 41, 7, 12, 22, 19, 8, 33]], np.int32)
 
 
 @pytest.fixture(scope="module")
@@ -33,15 +35,25 @@ def sharp(tmp_path_factory):
                        head_scale=1.0)
 
 
+@pytest.fixture(scope="module")
+def qwen3(tmp_path_factory):
+    """A tiny Qwen3 (q/k norms, norm weights not 1) at a rope_theta tunix does not default
+    to, with a full-size output layer (large logits: RoPE errors show)."""
+    from tests.tiny_tunix import tiny_folder
+
+    return tiny_folder(tmp_path_factory.mktemp("qwen3") / "m", rope_theta=50_000.0,
+                       head_scale=1.0, family="qwen3")
+
+
 def _logits_both(folder):
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
 
     from policy.llm import tunix_adapter as A
 
     lm, tok, _ = A.load_model(folder)
-    hf = LlamaForCausalLM.from_pretrained(str(folder)).eval()
-    ids = np.array([[5, 9, 17, 3, 30, 41, 7, 12, 22, 19, 8, 33]], np.int32)
+    hf = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+    ids = IDS
     length = ids.shape[1]
     attn = jnp.tril(jnp.ones((length, length), bool))[None]
     pos = jnp.arange(length)[None]
@@ -62,6 +74,69 @@ def test_rope_theta_matches_transformers(sharp):
     np.testing.assert_allclose(fixed, ref, atol=1e-4, rtol=1e-4)
     if A.rope_bug_present():  # the bug the fix exists for is still there
         assert np.abs(raw - ref).max() > 100 * max(np.abs(fixed - ref).max(), 1e-6)
+
+
+def test_qwen3_loads_by_path_and_matches_transformers(qwen3):
+    """A transformers Qwen3ForCausalLM folder loads as tunix's Qwen3 with transformers'
+    logits; tunix 0.1.7's Qwen3 attention drops rope_theta too (1e6, not 5e4) and the
+    adapter's fix covers it."""
+    from tunix.models.qwen3.model import Qwen3
+
+    from policy.llm import tunix_adapter as A
+
+    ref, fixed, raw = _logits_both(qwen3)
+    np.testing.assert_allclose(fixed, ref, atol=1e-4, rtol=1e-4)
+    if A.rope_bug_present("qwen3"):
+        assert np.abs(raw - ref).max() > 100 * max(np.abs(fixed - ref).max(), 1e-6)
+    # the engineer learner's remat finds Qwen3's own RematConfig (same logits)
+    from tunix.models.qwen3.model import RematConfig
+
+    from policy.llm.engineer_rl import _remat
+
+    lm, _, _ = A.load_model(qwen3)
+    assert isinstance(lm, Qwen3) and lm.config.rope_theta == 50_000.0
+    _remat(lm)
+    assert lm.layers[0].config.remat_config == RematConfig.DECODER
+    n = ref.shape[1]
+    remat = lm(jnp.asarray(IDS), jnp.arange(n)[None], None, jnp.tril(jnp.ones((n, n), bool))[None])
+    np.testing.assert_allclose(np.asarray(remat[0]), ref, atol=1e-4, rtol=1e-4)
+
+
+def test_qwen3_greedy_decoding_matches_transformers(qwen3):
+    """tunix's Sampler (through PlanSampler, greedy) writes transformers' greedy tokens."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from policy.llm import tunix_adapter as A
+
+    lm, tok, _ = A.load_model(qwen3)
+    prompt = A.chat_prompt(tok, [{"role": "user", "content": "Grid 3x3, 2 agents."}])
+    n = 6
+    text = A.PlanSampler(lm, lm.config, tok, max_prompt=64, max_new=n, batch=8)([prompt])[0]
+    hf = AutoModelForCausalLM.from_pretrained(str(qwen3)).eval()
+    ids = tok(prompt, return_tensors="pt").input_ids
+    with torch.no_grad():
+        out = hf.generate(ids, max_new_tokens=n, do_sample=False,
+                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    want = [t for t in out[0, ids.shape[1]:].tolist() if t != tok.eos_token_id]
+    assert len(want) >= 3  # a few tokens before any end of reply
+    assert tok(text, add_special_tokens=False).input_ids == want
+
+
+def test_unsupported_models_are_refused_by_name():
+    from policy.llm import tunix_adapter as A
+
+    base = {"num_hidden_layers": 1, "vocab_size": 8, "hidden_size": 8, "intermediate_size": 8,
+            "num_attention_heads": 2}
+    with pytest.raises(ValueError, match="supported: llama, qwen3"):
+        A.model_config({**base, "model_type": "mistral"})
+    with pytest.raises(ValueError, match="attention_bias"):
+        A.model_config({**base, "model_type": "qwen3", "attention_bias": True})
+    with pytest.raises(ValueError, match="rope scaling"):
+        A.model_config({**base, "model_type": "qwen3",
+                        "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
+    assert A.tied(A.model_config({**base, "model_type": "qwen3", "tie_word_embeddings": True}))
+    assert not A.tied(A.model_config({**base, "model_type": "llama"}))
 
 
 def test_tied_embeddings_load_as_the_cache_stores_them(tmp_path, monkeypatch):
@@ -96,14 +171,14 @@ def test_tokenizer_and_mesh_traps(tiny):
         A.prompt_batch(["a"], level=[0, 1])
 
 
-def _trainee(folder, seed=0, steps=2, checkpoint_dir=None):
+def _trainee(folder, seed=0, steps=2, checkpoint_dir=None, **small):
     from policy.llm import tunix_adapter as A
     from policy.llm.grpo import GRPOSettings, GRPOTrainee
 
     lm, tok, _ = A.load_model(folder)
     stage = stages.draw(jax.random.key(0), stages.PRESETS["cpu"], 3)
-    s = GRPOSettings(steps=steps, prompts_per_step=2, group=4, max_new_tokens=24,
-                     max_prompt_tokens=512, temperature=1.0, learning_rate=1e-2, seed=seed,
+    kw = dict(prompts_per_step=2, group=4, max_new_tokens=24, max_prompt_tokens=512) | small
+    s = GRPOSettings(steps=steps, **kw, temperature=1.0, learning_rate=1e-2, seed=seed,
                      reward=R.RewardConfig(free_tokens=1, max_tokens=25),
                      checkpoint_dir=checkpoint_dir, checkpoint_every=1)
     return GRPOTrainee(lm, tok, stage, s)
@@ -218,3 +293,20 @@ def test_sampling_with_last_position_prefill_is_unchanged(tiny):
         full_flag, full = greedy()
     assert fast_flag and not full_flag
     assert fast == full
+
+
+def test_grpo_steps_on_qwen3_change_the_lora(qwen3):
+    """The GRPO trainee runs on a Qwen3 as on a Llama: apply_lora finds its projections
+    (the same names: attn.q_proj ... mlp.down_proj) and a step moves them."""
+    from flax import nnx
+
+    trainee = _trainee(qwen3, seed=1, steps=1, prompts_per_step=1, group=2, max_new_tokens=8)
+    lora = nnx.state(trainee.actor, nnx.LoRAParam)
+    names = {str(p[-1]) for p, _ in nnx.to_flat_state(lora)}
+    assert {"w_lora_a", "kernel_lora_a"} <= names
+    before = jax.tree.map(np.asarray, lora)
+    log = trainee.train()
+    after = jax.tree.map(np.asarray, nnx.state(trainee.actor, nnx.LoRAParam))
+    assert len(log.reward) == 1
+    diff = jax.tree.map(lambda x, y: float(np.abs(x - y).max()), before, after)
+    assert max(jax.tree.leaves(diff)) > 0

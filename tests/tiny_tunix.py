@@ -1,6 +1,7 @@
-"""A tiny random-weight Llama for the tunix tests, built here (no download): a transformers
-``LlamaForCausalLM`` over a small BPE trained on plan-like text, saved as a safetensors folder
-and loaded into tunix through ``policy.llm.tunix_adapter`` (the real loader path).
+"""A tiny random-weight Llama (or Qwen3) for the tunix tests, built here (no download): a
+transformers ``LlamaForCausalLM`` (``Qwen3ForCausalLM`` with ``family="qwen3"``) over a small
+BPE trained on plan-like text, saved as a safetensors folder and loaded into tunix through
+``policy.llm.tunix_adapter`` (the real loader path).
 
 The vocabulary is small and the output layer scaled down, so sampling is near uniform and a
 reply hits ``<|im_end|>`` at a random length: the paper's length term then gives a group
@@ -19,16 +20,23 @@ CORPUS = ["A0: (0,0) -> (0,1) -> (1,1)", "A1: (2,2) -> (2,2) -> (2,1)",
 
 def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
                 vocab: int = 64, layers: int = 2, head_scale: float = 0.05,
-                tied: bool = False, json_text: bool = False, corpus: tuple[str, ...] = ()
-                ) -> Path:
+                tied: bool = False, json_text: bool = False, corpus: tuple[str, ...] = (),
+                family: str = "llama") -> Path:
     """Write the tiny model (config, safetensors, tokenizer) into ``path``.
 
     ``json_text``: every byte in the vocabulary (at least 300 tokens), so a grammar can make
     the model write any JSON (the ``self`` engineer's tests); ``corpus``: more BPE training
-    text (shorter prompts in tokens)."""
+    text (shorter prompts in tokens); ``family``: "llama" or "qwen3" (whose RMSNorm weights,
+    the q/k norms included, are drawn around 1 rather than left at 1: their mapping shows)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerFast,
+        Qwen3Config,
+        Qwen3ForCausalLM,
+    )
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -43,15 +51,21 @@ def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
                                   pad_token="<|endoftext|>")
     tok.chat_template = CHATML
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=8, max_position_embeddings=2048, rope_theta=rope_theta,
-                         rms_norm_eps=1e-5, tie_word_embeddings=tied,
-                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                         bos_token_id=None)
-    lm = LlamaForCausalLM(config).eval()
+    config_cls, lm_cls = {"llama": (LlamaConfig, LlamaForCausalLM),
+                          "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[family]
+    config = config_cls(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                        head_dim=8, max_position_embeddings=2048, rope_theta=rope_theta,
+                        rms_norm_eps=1e-5, tie_word_embeddings=tied,
+                        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                        bos_token_id=None)
+    lm = lm_cls(config).eval()
     with torch.no_grad():
         lm.lm_head.weight.mul_(head_scale)  # small: near-uniform sampling, random lengths
+        if family != "llama":
+            for name, w in lm.named_parameters():
+                if name.endswith("norm.weight"):
+                    w.copy_(1 + 0.2 * torch.randn_like(w))
     path.mkdir(parents=True, exist_ok=True)
     if tied:  # as designer.backends.hf caches a GGUF: safetensors keeps only lm_head.weight
         from safetensors.torch import save_model

@@ -3,7 +3,7 @@
 Each stage the engineer samples n replies to one prompt (the context); verification scores
 each reply's config; those scores are a GRPO group. ``EngineerLearner.step(messages, texts,
 rewards)`` takes one (or ``steps``) policy-gradient steps on a LoRA of the engineer's model in
-JAX (tunix Llama, qwix LoRA through ``tunix_adapter.apply_lora``; the frozen base is the
+JAX (tunix Llama or Qwen3, qwix LoRA through ``tunix_adapter.apply_lora``; the frozen base is the
 reference):
 
     A_i  = (r_i - mean r) / (std r + eps)                       (group-normalised advantage)
@@ -62,12 +62,13 @@ def _remat(model: Any) -> None:
     without it a 30-layer model keeps every layer's attention for the gradient (63 GB asked
     for 4 rows of 2,000 tokens of SmolLM2 on the CPU)."""
     import dataclasses
+    import sys
 
-    from tunix.models.llama3.model import ModelConfig, RematConfig
-
-    cfg = dataclasses.replace(model.config, remat_config=RematConfig.DECODER)
+    # the model's own family (llama3, qwen3): each has its own RematConfig enum
+    remat = sys.modules[type(model.config).__module__].RematConfig
+    cfg = dataclasses.replace(model.config, remat_config=remat.DECODER)
     for _, module in model.iter_modules():
-        if isinstance(getattr(module, "config", None), ModelConfig):
+        if isinstance(getattr(module, "config", None), type(model.config)):
             module.config = cfg
 
 

@@ -1,4 +1,4 @@
-"""A tunix Llama (LoRA merged) written back as a transformers model folder.
+"""A tunix Llama or Qwen3 (LoRA merged) written back as a transformers model folder.
 
 Why: the ``self`` engineer (``designer.engineers.SelfEngineer``) asks the *current trainee
 checkpoint* for the next config, grammar-constrained like every engineer. The constrained
@@ -7,10 +7,11 @@ checkpoint goes where that backend already reads models: a safetensors folder.
 
 ``export_hf(model, tokenizer, source_folder, out)``:
 
-- weights: tunix's layout inverted (``tunix.models.llama3.params`` maps
-  ``q_proj.weight [N*H, D]`` -> transpose -> ``[D, N, H]``, ``o_proj [D, N*H]`` -> ``[N, H, D]``,
-  MLP kernels and ``lm_head`` transposed); the model's own values are written, so a full
-  fine-tune exports too;
+- weights: tunix's layout inverted (``tunix.models.llama3.params`` and ``qwen3.params`` map
+  alike: ``q_proj.weight [N*H, D]`` -> transpose -> ``[D, N, H]``, ``o_proj [D, N*H]`` ->
+  ``[N, H, D]``, MLP kernels and ``lm_head`` transposed; Qwen3's per-head ``q_norm`` /
+  ``k_norm`` as they are); the model's own values are written, so a full fine-tune exports
+  too. The family is the source's: its ``config.json`` (model_type) is copied;
 - LoRA (qwix): each weight with ``<w>_lora_a`` / ``<w>_lora_b`` siblings becomes
   ``W + (alpha / rank) * A @ B``, qwix's own convention (``qwix/_src/providers/lora.py``:
   ``res + delta * (rule.alpha / rule.rank)``; A holds the contracted dims, B the remaining
@@ -106,12 +107,17 @@ def merge_lora(arrays: dict[str, np.ndarray], scale: float | None) -> dict[str, 
 
 
 def hf_state(weights: dict[str, np.ndarray], cfg: Any) -> dict[str, np.ndarray]:
-    """transformers ``LlamaForCausalLM`` names and layouts of tunix llama3 weights (the
-    inverse of ``tunix.models.llama3.params._get_key_and_transform_mapping``)."""
+    """transformers ``LlamaForCausalLM`` / ``Qwen3ForCausalLM`` names and layouts of tunix
+    llama3 / qwen3 weights (the inverse of ``_get_key_and_transform_mapping`` in
+    ``tunix.models.{llama3,qwen3}.params``; Qwen3's q/k norms where the model has them)."""
+    from policy.llm.tunix_adapter import tied
+
     d, n, kv, h = cfg.embed_dim, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    if getattr(cfg, "num_experts", None):
+        raise ValueError("export of a mixture-of-experts model is not implemented")
     out = {"model.embed_tokens.weight": weights["embedder.input_embedding"],
            "model.norm.weight": weights["final_norm.w"]}
-    if not cfg.weight_tying:
+    if not tied(cfg):
         out["lm_head.weight"] = weights["lm_head.w"].T
     for i in range(cfg.num_layers):
         p, q = f"layers.{i}.", f"model.layers.{i}."
@@ -123,14 +129,19 @@ def hf_state(weights: dict[str, np.ndarray], cfg: Any) -> dict[str, np.ndarray]:
             out[q + f"mlp.{m}.weight"] = weights[p + f"mlp.{m}.kernel"].T
         out[q + "input_layernorm.weight"] = weights[p + "input_layernorm.w"]
         out[q + "post_attention_layernorm.weight"] = weights[p + "post_attention_layernorm.w"]
+        for norm in ("q_norm", "k_norm"):  # Qwen3
+            if p + f"attn.{norm}.w" in weights:
+                out[q + f"self_attn.{norm}.weight"] = weights[p + f"attn.{norm}.w"]
     return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()}
 
 
 def export_hf(model: Any, tokenizer: Any, source_folder: str | Path, out: str | Path, *,
               lora_scale: float | None = None) -> Path:
-    """Write ``model`` (a tunix Llama3, LoRA merged) as a transformers folder at ``out``
+    """Write ``model`` (a tunix Llama3 or Qwen3, LoRA merged) as a transformers folder at ``out``
     (see the module docstring); returns ``out``."""
     from safetensors.numpy import save_file
+
+    from policy.llm.tunix_adapter import tied
 
     source, out = Path(source_folder), Path(out)
     cfg = model.config
@@ -140,7 +151,7 @@ def export_hf(model: Any, tokenizer: Any, source_folder: str | Path, out: str | 
     state = hf_state(merge_lora(weights, lora_scale), cfg)
     config = json.loads((source / "config.json").read_text())
     config.pop("quantization_config", None)
-    config["tie_word_embeddings"] = bool(cfg.weight_tying)
+    config["tie_word_embeddings"] = tied(cfg)
     config["torch_dtype"] = config["dtype"] = "float32"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-export-", dir=out.parent))

@@ -1,6 +1,6 @@
 """The GRPO trainee: tunix's RLCluster (vanilla JAX rollout) + GRPOLearner on whole MAPF plans.
 
-``GRPOTrainee(model, tokenizer, stage, settings)`` trains a tunix Llama-family model on a
+``GRPOTrainee(model, tokenizer, stage, settings)`` trains a tunix Llama or Qwen3 model on a
 ``policy.llm.stages.Stage``: each step takes ``prompts_per_step`` prompts, samples ``group``
 replies each, scores them with the paper's reward (``policy.llm.reward``, verifier in one
 jitted call) and takes one GRPO update (clip ``epsilon``, KL ``beta`` to the frozen

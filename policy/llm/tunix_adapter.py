@@ -2,11 +2,12 @@
 
 Traps (found with SmolLM2-135M-Instruct on CPU, tunix 0.1.7):
 
-1. RoPE theta: ``tunix.models.llama3.model.Attention.block`` calls ``apply_rope`` without the
-   config's ``rope_theta``, so every model silently runs at theta = 1e6 (SmolLM2 uses 1e5:
-   logits drift and greedy decoding diverges after a few tokens). ``fix_rope()`` wraps
-   ``Attention.block`` so that ``apply_rope`` sees the layer's own theta while it traces; it is
-   a no-op once tunix passes ``rope_theta`` itself (``rope_bug_present()``).
+1. RoPE theta: ``tunix.models.llama3.model.Attention.block`` (and ``qwen3``'s, the same code)
+   calls ``apply_rope`` without the config's ``rope_theta``, so every model silently runs at
+   theta = 1e6 (SmolLM2 uses 1e5: logits drift and greedy decoding diverges after a few
+   tokens; Qwen3 uses 1e6, its 2507 models 5e6). ``fix_rope()`` wraps each family's
+   ``Attention.block`` so that ``apply_rope`` sees the layer's own theta while it traces; per
+   family it is a no-op once tunix passes ``rope_theta`` itself (``rope_bug_present(family)``).
 2. Tokenizer: a GGUF chat tokenizer (SmolLM2's) names ``<|im_start|>`` as eos and has no pad;
    a reply must end at ``<|im_end|>`` and pad with ``<|endoftext|>`` (``fix_tokenizer``).
 3. Mesh: ``jax.make_mesh`` now defaults to Explicit axes, which breaks tunix's embedding
@@ -18,18 +19,22 @@ Traps (found with SmolLM2-135M-Instruct on CPU, tunix 0.1.7):
 
 Not a trap but a cost, mended here for the same reason (one place that patches tunix):
 
-6. Logits where read: tunix's llama3 projects every position onto the vocabulary, and XLA does
-   not move the later slice through the matmul. On SmolLM2 (49,152 words, tied) that is a
-   fifth of a forward pass spent on logits nobody reads: the sampler's prefill reads one
-   position, a GRPO log-prob the completion's. ``logits_where_read()`` gives
-   ``Llama3.__call__`` tunix's own ``decode_only_last_token`` switch (its sampler passes it on
-   prefill when the model accepts it) and, inside ``tunix.rl.common.compute_per_token_logps``,
-   projects only the last ``completion + 1`` positions, the ones it slices; the returned
-   log-probs are the same (``tests/test_grpo.py``).
+6. Logits where read (Llama family; Qwen3 runs as shipped): tunix projects every position
+   onto the vocabulary, and XLA does not move the later slice through the matmul. On SmolLM2
+   (49,152 words, tied) that is a fifth of a forward pass spent on logits nobody reads: the
+   sampler's prefill reads one position, a GRPO log-prob the completion's.
+   ``logits_where_read()`` gives ``Llama3.__call__`` tunix's own ``decode_only_last_token``
+   switch (its sampler passes it on prefill when the model accepts it) and, inside
+   ``tunix.rl.common.compute_per_token_logps``, projects only the last ``completion + 1``
+   positions, the ones it slices; the returned log-probs are the same (``tests/test_grpo.py``).
 
-Also here: ``model_config`` (a transformers ``config.json`` -> tunix ``ModelConfig``) and
-``load_model`` (a safetensors folder, or the embedded SmolLM2 GGUF converted once through
-``designer.backends.hf.model_folder``).
+Also here: ``model_config`` (a transformers ``config.json`` -> the tunix ``ModelConfig`` of
+the family its ``model_type`` names: ``FAMILIES``, "llama" -> ``tunix.models.llama3``, "qwen3"
+-> ``tunix.models.qwen3``; anything else, or a Qwen3 asking for attention biases, sliding
+windows or rope scaling that tunix's Qwen3 does not compute, is a ValueError) and
+``load_model`` (a safetensors folder of either family, by path, or the embedded SmolLM2 GGUF
+converted once through ``designer.backends.hf.model_folder``). ``apply_lora`` targets the
+projections by the names both families share (``q_proj`` ... ``down_proj``).
 """
 
 from __future__ import annotations
@@ -50,25 +55,37 @@ _ROPE = threading.local()
 
 
 # ---------------------------------------------------------------------------- 1. RoPE theta
-def rope_bug_present() -> bool:
-    """True while tunix's llama3 attention calls ``apply_rope`` without ``rope_theta``."""
-    from tunix.models.llama3 import model as llama
+ROPE_FAMILIES = ("llama3", "qwen3")  # tunix families whose attention drops rope_theta (0.1.7)
 
-    src = inspect.getsource(llama.Attention.block)
+
+def _tunix_model(family: str) -> Any:
+    import importlib
+
+    return importlib.import_module(f"tunix.models.{family}.model")
+
+
+def rope_bug_present(family: str = "llama3") -> bool:
+    """True while tunix's ``family`` attention calls ``apply_rope`` without ``rope_theta``."""
+    mod = _tunix_model(family)
+    block = mod.Attention.block
+    src = inspect.getsource(getattr(block, "_envengineer_original", block))
     return "rope_theta" not in src
 
 
 def fix_rope() -> bool:
-    """Make tunix's llama3 attention use its config's ``rope_theta`` (idempotent).
+    """Make tunix's llama3 and qwen3 attention use their config's ``rope_theta`` (idempotent).
 
-    Returns whether the fix is active (False when tunix no longer has the bug)."""
-    from tunix.models.llama3 import model as llama
+    Returns whether a fix is active (False when no family has the bug any more)."""
+    return any([_fix_rope(f) for f in ROPE_FAMILIES])
 
-    if getattr(llama.Attention.block, "_envengineer_rope", False):
+
+def _fix_rope(family: str) -> bool:
+    mod = _tunix_model(family)
+    if getattr(mod.Attention.block, "_envengineer_rope", False):
         return True
-    if not rope_bug_present():
+    if not rope_bug_present(family):
         return False
-    block, apply_rope = llama.Attention.block, llama.apply_rope
+    block, apply_rope = mod.Attention.block, mod.apply_rope
 
     @functools.wraps(apply_rope)
     def rope(inputs, positions, head_dim, rope_theta=None):
@@ -87,28 +104,34 @@ def fix_rope() -> bool:
 
     fixed_block._envengineer_rope = True  # type: ignore[attr-defined]
     fixed_block._envengineer_original = block  # type: ignore[attr-defined]
-    llama.apply_rope = rope
-    llama.Attention.block = fixed_block
-    llama._envengineer_apply_rope = apply_rope
+    mod.apply_rope = rope
+    mod.Attention.block = fixed_block
+    mod._envengineer_apply_rope = apply_rope
     return True
 
 
 @contextlib.contextmanager
 def rope_unfixed():
     """Tunix's attention as shipped, inside the block (tests show the bug with it)."""
-    from tunix.models.llama3 import model as llama
+    with contextlib.ExitStack() as stack:
+        for family in ROPE_FAMILIES:
+            stack.enter_context(_rope_unfixed(_tunix_model(family)))
+        yield
 
-    block = llama.Attention.block
+
+@contextlib.contextmanager
+def _rope_unfixed(mod: Any):
+    block = mod.Attention.block
     original = getattr(block, "_envengineer_original", None)
     if original is None:
         yield
         return
-    llama.Attention.block, rope = original, llama.apply_rope
-    llama.apply_rope = llama._envengineer_apply_rope
+    mod.Attention.block, rope = original, mod.apply_rope
+    mod.apply_rope = mod._envengineer_apply_rope
     try:
         yield
     finally:
-        llama.Attention.block, llama.apply_rope = block, rope
+        mod.Attention.block, mod.apply_rope = block, rope
 
 
 # ---------------------------------------------------------------------------- 2. tokenizer
@@ -258,38 +281,80 @@ def logits_everywhere():
 
 
 # ---------------------------------------------------------------------------- loading
-def model_config(config: dict[str, Any] | str | Path) -> Any:
-    """tunix llama3 ``ModelConfig`` from a transformers Llama ``config.json`` (dict or path)."""
-    from tunix.models.llama3.model import ModelConfig
+FAMILIES = {"llama": "llama3", "qwen3": "qwen3"}  # config.json model_type -> tunix.models.X
 
-    if not isinstance(config, dict):
-        p = Path(config)
-        config = json.loads((p / "config.json" if p.is_dir() else p).read_text())
-    c = config
-    if c.get("model_type", "llama") != "llama":
-        raise ValueError(f"only Llama-family models load here, got model_type "
-                         f"{c.get('model_type')!r}")
-    theta = c.get("rope_theta") or (c.get("rope_parameters") or {}).get("rope_theta") or 10_000.0
+
+def read_config(config: dict[str, Any] | str | Path) -> dict[str, Any]:
+    """A transformers ``config.json`` as a dict (given as a dict, a folder or the file)."""
+    if isinstance(config, dict):
+        return config
+    p = Path(config)
+    return json.loads((p / "config.json" if p.is_dir() else p).read_text())
+
+
+def family(config: dict[str, Any] | str | Path) -> str:
+    """The tunix family (``tunix.models.<family>``) that loads a transformers model."""
+    model_type = read_config(config).get("model_type", "llama")
+    if model_type not in FAMILIES:
+        raise ValueError(f"tunix cannot load model_type {model_type!r} here; supported: "
+                         f"{', '.join(sorted(FAMILIES))} (transformers LlamaForCausalLM, "
+                         "Qwen3ForCausalLM)")
+    return FAMILIES[model_type]
+
+
+def model_config(config: dict[str, Any] | str | Path) -> Any:
+    """tunix ``ModelConfig`` of the model's family from a transformers ``config.json`` (dict,
+    folder or file): llama3's for model_type "llama", qwen3's for "qwen3"."""
+    c = read_config(config)
+    fam = family(c)
+    rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
+    theta = c.get("rope_theta") or rope.get("rope_theta") or 10_000.0
     heads = int(c["num_attention_heads"])
-    return ModelConfig(
+    common = dict(
         num_layers=int(c["num_hidden_layers"]), vocab_size=int(c["vocab_size"]),
         embed_dim=int(c["hidden_size"]), hidden_dim=int(c["intermediate_size"]),
         num_heads=heads, head_dim=int(c.get("head_dim") or c["hidden_size"] // heads),
-        num_kv_heads=int(c.get("num_key_value_heads") or heads), rope_theta=float(theta),
-        norm_eps=float(c.get("rms_norm_eps", 1e-5)),
-        weight_tying=bool(c.get("tie_word_embeddings", False)))
+        num_kv_heads=int(c.get("num_key_value_heads") or heads), rope_theta=float(theta))
+    tied = bool(c.get("tie_word_embeddings", False))
+    if fam == "llama3":
+        from tunix.models.llama3.model import ModelConfig
+
+        return ModelConfig(**common, norm_eps=float(c.get("rms_norm_eps", 1e-5)),
+                           weight_tying=tied)
+    # qwen3: what tunix's Qwen3 cannot compute must not load silently wrong
+    unsupported = {"attention_bias": bool(c.get("attention_bias")),
+                   "use_sliding_window": bool(c.get("use_sliding_window")),
+                   "rope scaling": rope.get("rope_type", rope.get("type", "default"))
+                   not in ("default", None)}
+    if any(unsupported.values()):
+        missing = [k for k, v in unsupported.items() if v]
+        raise ValueError(f"tunix's Qwen3 does not implement {missing} (the model would load "
+                         "and compute something else)")
+    from tunix.models.qwen3.model import ModelConfig
+
+    return ModelConfig(**common, norm_eps=float(c.get("rms_norm_eps", 1e-6)),
+                       use_tied_embedding=tied)
+
+
+def tied(cfg: Any) -> bool:
+    """Whether a tunix ``ModelConfig`` ties the output layer to the embedding (llama3 says
+    ``weight_tying``, qwen3 ``use_tied_embedding``)."""
+    return bool(getattr(cfg, "weight_tying", False) or getattr(cfg, "use_tied_embedding", False))
 
 
 def load_model(model: str | Path | None = None, mesh: Any = None) -> tuple[Any, Any, Path]:
-    """(tunix Llama3, fixed HF tokenizer, folder) from a safetensors folder or a GGUF file
+    """(tunix model, fixed HF tokenizer, folder) from a safetensors folder or a GGUF file
     (default: the embedded SmolLM2, converted once into the cache by ``designer.backends.hf``).
-    Applies the RoPE fix first."""
+    The family follows config.json's model_type (``FAMILIES``). Applies the RoPE fix first."""
+    import importlib
+
     from designer.backends.hf import _import_transformers, model_folder
 
     fix_rope()
     logits_where_read()
     folder = model_folder(model)
-    from tunix.models.llama3 import params
+    config = model_config(folder)
+    params = importlib.import_module(f"tunix.models.{family(folder)}.params")
 
     weights = tied_folder(folder)
 
@@ -297,7 +362,7 @@ def load_model(model: str | Path | None = None, mesh: Any = None) -> tuple[Any, 
     tok = fix_tokenizer(auto_tok.from_pretrained(str(folder), local_files_only=True))
     mesh = make_mesh() if mesh is None else mesh
     with mesh:
-        lm = params.create_model_from_safe_tensors(str(weights), model_config(folder), mesh)
+        lm = params.create_model_from_safe_tensors(str(weights), config, mesh)
     return lm, tok, folder
 
 
@@ -347,7 +412,8 @@ def tied_folder(folder: Path) -> Path:
 
 
 def apply_lora(base: Any, mesh: Any, rank: int = 16, alpha: float = 32.0) -> Any:
-    """A LoRA copy of a tunix model (qwix, on every projection); the base stays frozen."""
+    """A LoRA copy of a tunix model (qwix, on every projection: llama3 and qwen3 name them
+    alike, ``attn.{q,k,v,o}_proj`` and ``mlp.{gate,up,down}_proj``); the base stays frozen."""
     import qwix
     from tunix.rl import reshard
 
