@@ -4,8 +4,9 @@
 
 1. Timing: GRPO on the embedded SmolLM2 with LoRA rank 16, 1 prompt x 4 samples x 32 tokens
    per step; ``grpo_step_s`` is the median time between consecutive steps after the first two
-   (compile), ``sample_tokens_per_s`` the completion tokens of one more rollout (4 x 32, already
-   compiled) over its time.
+   (compile); ``phase_s`` splits a step into the rollout (``generate``), the reference's
+   log-probs (``reference``) and the policy update (``update``), medians after compile;
+   ``sample_tokens_per_s`` is the completion tokens of a step over its rollout's seconds.
 2. Does the base model earn anything? 4 prompts x 4 samples of the CPU preset's easiest stage
    (``cpu_easy``: 2 agents on 3x3, no holes; replies up to 64 tokens): ``base_accuracy``.
 3. If not, an SFT warm start on solver-optimal plans (``policy.llm.sft``), then GRPO (LoRA) on
@@ -65,20 +66,20 @@ def main(argv: list[str] | None = None) -> dict:
 
     # 1. timing: 1 prompt x 4 samples x 32 tokens, LoRA 16
     lm, tok, _ = A.load_model(args.model, mesh)
-    t = GRPOTrainee(lm, tok, stage, GRPOSettings(steps=5, prompts_per_step=1, group=4,
+    t = GRPOTrainee(lm, tok, stage, GRPOSettings(steps=6, prompts_per_step=1, group=4,
                                                  max_new_tokens=32, seed=args.seed), mesh)
+    phases = time_phases(t.cluster)
     log = t.train()
     step_s = log.step_seconds()[1:]
     out["grpo_step_s"] = float(np.median(step_s))
     out["grpo_step_s_all"] = [round(x, 3) for x in log.step_seconds()]
-    rollout, cfg = t.cluster.rollout, t.cluster.cluster_config.rollout_config
-    t0 = time.perf_counter()
-    sample = rollout.generate(t.prompts[:1] * 4, cfg)
-    dt = time.perf_counter() - t0
-    n_tok = int(sum(len(x) for x in sample.tokens))
-    out["sample_tokens_per_s"] = n_tok / dt
-    out["sample_tokens"] = n_tok
-    del t, rollout, sample
+    out["prompt_tokens"] = t.prompt_tokens
+    out["phase_s"] = {k: float(np.median(v[2:])) for k, v in phases.items()}
+    # sampled tokens of each step (the reward sees every completion) over its rollout's time
+    rates = [n / s for n, s in zip(log.tokens[2:], phases["generate"][2:])]
+    out["sample_tokens_per_s"] = float(np.median(rates))
+    out["sample_tokens"] = int(np.median(log.tokens[2:]))
+    del t
     gc.collect()
     if args.timing_only:
         out["peak_rss_gib"] = rss_gib()
@@ -132,6 +133,27 @@ def main(argv: list[str] | None = None) -> dict:
         args.json.write_text(json.dumps(out, indent=1) + "\n")
         plot(out, args.json.with_suffix(".png"))
     return out
+
+
+def time_phases(cluster) -> dict[str, list[float]]:
+    """Seconds of each phase of every GRPO step (the rollout, the reference's log-probs, the
+    policy update), by wrapping the cluster's three calls (results awaited inside)."""
+    import jax
+
+    phases: dict[str, list[float]] = {"generate": [], "reference": [], "update": []}
+    for attr, name in (("generate", "generate"), ("get_ref_per_token_logps", "reference"),
+                       ("update_actor", "update")):
+        fn = getattr(cluster, attr)
+
+        def timed(*a, _fn=fn, _name=name, **k):
+            t0 = time.perf_counter()
+            r = _fn(*a, **k)
+            jax.block_until_ready(r) if _name == "reference" else None
+            phases[_name].append(time.perf_counter() - t0)
+            return r
+
+        setattr(cluster, attr, timed)
+    return phases
 
 
 def plot(out: dict, path: Path) -> None:
