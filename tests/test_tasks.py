@@ -110,3 +110,16 @@ def test_mapf_task_pins_the_runs_rules():
     assert set(task.targets) == {"size_weights", "agent_weights"}
     assert task.headline({"overall": {"valid": 50.0, "optimal": 20.0, "n": 3}}) == {
         "valid": 50.0, "optimal": 20.0}
+
+
+def test_every_control_family_has_its_own_guidelines():
+    """G is written per family (issue 14 §4): each registered family, Brax's included, has its
+    own guideline file beside the shared control one, and it names its task."""
+    from designer.tasks.control import guideline_files
+    from jaxenv.control.registry import ALL_NAMES
+
+    for name in ALL_NAMES:
+        files = [p.name for p in guideline_files(name)]
+        assert files == [f"{name.replace(':', '_')}.md", "control.md"], name
+        own = guideline_files(name)[0].read_text()
+        assert "The task (" in own and len(own) > 200, name
