@@ -172,35 +172,24 @@ class RunSettings(Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _family_trainee_defaults(cls, data: Any) -> Any:
-        """A family's trainee defaults fill the trainee fields the run does not set."""
+    def _family_defaults(cls, data: Any) -> Any:
+        """A family's trainee and verification defaults (``designer.tasks.TRAINEE_DEFAULTS``,
+        ``VERIFY_DEFAULTS``: e.g. the graded signal) fill the fields the run does not set."""
         if not isinstance(data, dict):
             return data
-        from designer.tasks import TRAINEE_DEFAULTS
+        from designer import tasks
 
-        defaults = TRAINEE_DEFAULTS.get(data.get("env", "mapf"), {})
-        if not defaults:
-            return data
-        t = data.get("trainee", {})
-        if isinstance(t, TraineeSettings):
-            t = {k: getattr(t, k) for k in t.model_fields_set}
-        return {**data, "trainee": {**defaults, **dict(t)}}
-
-    @model_validator(mode="before")
-    @classmethod
-    def _family_verify_defaults(cls, data: Any) -> Any:
-        """A family's verification defaults (the signal) fill the fields the run does not set."""
-        if not isinstance(data, dict):
-            return data
-        from designer.tasks import VERIFY_DEFAULTS
-
-        defaults = VERIFY_DEFAULTS.get(data.get("env", "mapf"), {})
-        if not defaults:
-            return data
-        v = data.get("verify", {})
-        if isinstance(v, VerifySettings):
-            v = {k: getattr(v, k) for k in v.model_fields_set}
-        return {**data, "verify": {**defaults, **dict(v)}}
+        env = data.get("env", "mapf")
+        for block, table, model in (("trainee", tasks.TRAINEE_DEFAULTS, TraineeSettings),
+                                    ("verify", tasks.VERIFY_DEFAULTS, VerifySettings)):
+            defaults = table.get(env, {})
+            if not defaults:
+                continue
+            given = data.get(block, {})
+            if isinstance(given, model):
+                given = {k: getattr(given, k) for k in given.model_fields_set}
+            data = {**data, block: {**defaults, **dict(given)}}
+        return data
 
     @model_validator(mode="before")
     @classmethod

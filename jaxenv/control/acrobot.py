@@ -22,6 +22,7 @@ from jaxenv.control.family import (
     ControlEnv,
     Family,
     Param,
+    constant_cause,
     level_class,
     range_config_class,
 )
@@ -53,15 +54,12 @@ def build_level(v: Mapping[str, jax.Array]) -> acrobot.EnvParams:
         torque_noise_max=f32(0.0), max_steps_in_episode=jnp.int32(HORIZON))
 
 
-def _cause(state: acrobot.EnvState, p: acrobot.EnvParams) -> jax.Array:
-    return jnp.int32(OUTCOMES.index("goal"))
-
 
 AcrobotLevel = level_class("Acrobot", PARAMS, __name__)
 FAMILY = Family(
-    name="acrobot", gym_id="Acrobot-v1", raw=acrobot.Acrobot, params=PARAMS,
-    build=build_level, level_cls=AcrobotLevel, outcomes=OUTCOMES, cause=_cause, horizon=HORIZON,
-    success_threshold=-100.0, return_range=(-500.0, 0.0), worst_reward=-1.0,
+    name="acrobot", gym_id="Acrobot-v1", raw=acrobot.Acrobot, params=PARAMS, build=build_level,
+    level_cls=AcrobotLevel, outcomes=OUTCOMES, cause=constant_cause(OUTCOMES, "goal"),
+    horizon=HORIZON, success_threshold=-100.0, return_range=(-500.0, 0.0), worst_reward=-1.0,
     notes="Centres of mass derived as half the link lengths; goal test in unit lengths.")
 AcrobotConfig = range_config_class("Acrobot", PARAMS, __name__)
 

@@ -12,18 +12,19 @@ when the tip falls to 1 m, reward 10 per step alive minus distance and velocity 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
-from jaxenv.control.brax_family import BACKEND, BraxRaw, BraxRawState, cart_pole_system
+from jaxenv.control.brax_family import BACKEND, BraxRaw, cart_pole_system
 from jaxenv.control.family import (
     NONFINITE,
     TIME_LIMIT,
     ControlEnv,
     Family,
     Param,
+    constant_cause,
     level_class,
     range_config_class,
 )
@@ -50,19 +51,14 @@ def build_level(v: Mapping[str, jax.Array]) -> Any:
     return cart_pole_system(ENV, v, poles=(POLE, POLE2), cart=CART)
 
 
-def _cause(state: BraxRawState, sys: Any) -> jax.Array:
-    return jnp.int32(OUTCOMES.index("fall"))
-
-
-def _raw() -> BraxRaw:
-    return BraxRaw(ENV)
 
 
 BraxInvertedDoublePendulumLevel = level_class("BraxInvertedDoublePendulum", PARAMS, __name__)
 FAMILY = Family(
-    name="brax:inverted_double_pendulum", gym_id=f"brax {ENV} ({BACKEND})", raw=_raw,
-    params=PARAMS, build=build_level, level_cls=BraxInvertedDoublePendulumLevel,
-    outcomes=OUTCOMES, cause=_cause, horizon=HORIZON, success_threshold=9100.0,
+    name="brax:inverted_double_pendulum", gym_id=f"brax {ENV} ({BACKEND})",
+    raw=partial(BraxRaw, ENV), params=PARAMS, build=build_level,
+    level_cls=BraxInvertedDoublePendulumLevel, outcomes=OUTCOMES,
+    cause=constant_cause(OUTCOMES, "fall"), horizon=HORIZON, success_threshold=9100.0,
     return_range=(0.0, 10.0 * HORIZON), worst_reward=-10.0, continuous=True, action_bound=1.0,
     notes="brax 0.14.2, generalized backend; both poles share the mass and damping knobs.")
 BraxInvertedDoublePendulumConfig = range_config_class("BraxInvertedDoublePendulum", PARAMS,

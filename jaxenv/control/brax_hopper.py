@@ -34,18 +34,20 @@ policy over the knob bounds' corners stays finite (tests); the non-finite guard 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from jaxenv.control.brax_family import BACKEND, BraxRaw, BraxRawState, brax_env
+from jaxenv.control.brax_family import BACKEND, BraxRaw, brax_env
 from jaxenv.control.family import (
     NONFINITE,
     TIME_LIMIT,
     ControlEnv,
     Family,
     Param,
+    constant_cause,
     level_class,
     range_config_class,
 )
@@ -92,23 +94,17 @@ def build_level(v: Mapping[str, jax.Array]) -> Any:
     return hopper_system(v)
 
 
-def _cause(state: BraxRawState, sys: Any) -> jax.Array:
-    return jnp.int32(OUTCOMES.index("fall"))
-
-
-def _raw() -> BraxRaw:
-    return BraxRaw(ENV)
 
 
 BraxHopperLevel = level_class("BraxHopper", PARAMS, __name__)
 FAMILY = Family(
-    name="brax:hopper", gym_id=f"brax {ENV} ({BACKEND})", raw=_raw, params=PARAMS,
-    build=build_level, level_cls=BraxHopperLevel, outcomes=OUTCOMES, cause=_cause,
-    horizon=HORIZON, success_threshold=3800.0, return_range=(0.0, 4000.0), worst_reward=-10.0,
-    continuous=True, action_bound=1.0, action_dim=3,
+    name="brax:hopper", gym_id=f"brax {ENV} ({BACKEND})", raw=partial(BraxRaw, ENV), params=PARAMS,
+    build=build_level, level_cls=BraxHopperLevel, outcomes=OUTCOMES,
+    cause=constant_cause(OUTCOMES, "fall"), horizon=HORIZON, success_threshold=3800.0,
+    return_range=(0.0, 4000.0), worst_reward=-10.0, continuous=True, action_bound=1.0, action_dim=3,
     notes="brax 0.14.2, generalized backend; three motors (actions [3]); the torso's inertia "
-          "scales with its mass; friction is the foot-ground contact's; success: return >= "
-          "3800 (gymnasium Hopper's threshold, same reward and step).")
+          "scales with its mass; friction is the foot-ground contact's; success: return >= 3800 "
+          "(gymnasium Hopper's threshold, same reward and step).")
 BraxHopperConfig = range_config_class("BraxHopper", PARAMS, __name__)
 
 

@@ -21,18 +21,19 @@ gave NaN within 50 steps (the issue's finding); the non-finite guard covers what
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
-from jaxenv.control.brax_family import BACKEND, BraxRaw, BraxRawState, cart_pole_system
+from jaxenv.control.brax_family import BACKEND, BraxRaw, cart_pole_system
 from jaxenv.control.family import (
     NONFINITE,
     TIME_LIMIT,
     ControlEnv,
     Family,
     Param,
+    constant_cause,
     level_class,
     range_config_class,
 )
@@ -59,20 +60,15 @@ def build_level(v: Mapping[str, jax.Array]) -> Any:
     return cart_pole_system(ENV, v, poles=(POLE,), cart=CART)
 
 
-def _cause(state: BraxRawState, sys: Any) -> jax.Array:
-    return jnp.int32(OUTCOMES.index("angle"))
-
-
-def _raw() -> BraxRaw:
-    return BraxRaw(ENV)
 
 
 BraxInvertedPendulumLevel = level_class("BraxInvertedPendulum", PARAMS, __name__)
 FAMILY = Family(
-    name="brax:inverted_pendulum", gym_id=f"brax inverted_pendulum ({BACKEND})", raw=_raw,
-    params=PARAMS, build=build_level, level_cls=BraxInvertedPendulumLevel, outcomes=OUTCOMES,
-    cause=_cause, horizon=HORIZON, success_threshold=950.0, return_range=(0.0, 1000.0),
-    worst_reward=0.0, continuous=True, action_bound=1.0,
+    name="brax:inverted_pendulum", gym_id=f"brax inverted_pendulum ({BACKEND})",
+    raw=partial(BraxRaw, ENV), params=PARAMS, build=build_level,
+    level_cls=BraxInvertedPendulumLevel, outcomes=OUTCOMES, cause=constant_cause(OUTCOMES, "angle"),
+    horizon=HORIZON, success_threshold=950.0, return_range=(0.0, 1000.0), worst_reward=0.0,
+    continuous=True, action_bound=1.0,
     notes="brax 0.14.2, generalized backend; inertia scales with mass; success: return >= 950 "
           "(gymnasium InvertedPendulum's threshold).")
 BraxInvertedPendulumConfig = range_config_class("BraxInvertedPendulum", PARAMS, __name__)

@@ -160,6 +160,13 @@ def range_config_class(family_name: str, params: Sequence[Param], module: str) -
     return cls
 
 
+def constant_cause(outcomes: Sequence[str], outcome: str) -> Callable[[Any, Any], jax.Array]:
+    """A family's ``cause`` when every termination means the same (``outcome``): Acrobot and
+    MountainCar end only at the goal, brax's envs only when they fall, Pendulum never."""
+    index = jnp.int32(list(outcomes).index(outcome))
+    return lambda state, params: index
+
+
 def level_class(family_name: str, params: Sequence[Param], module: str) -> type:
     """The level pytree of a family: one float32 array per varied parameter (see
     `range_config_class` for why it is built once and stored in its module)."""

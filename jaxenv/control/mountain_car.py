@@ -19,6 +19,7 @@ from jaxenv.control.family import (
     ControlEnv,
     Family,
     Param,
+    constant_cause,
     level_class,
     range_config_class,
 )
@@ -42,15 +43,13 @@ def build_level(v: Mapping[str, jax.Array]) -> mountain_car.EnvParams:
         gravity=f32(v["gravity"]), max_steps_in_episode=jnp.int32(HORIZON))
 
 
-def _cause(state: mountain_car.EnvState, p: mountain_car.EnvParams) -> jax.Array:
-    return jnp.int32(OUTCOMES.index("goal"))
-
 
 MountainCarLevel = level_class("MountainCar", PARAMS, __name__)
 FAMILY = Family(
     name="mountaincar", gym_id="MountainCar-v0", raw=mountain_car.MountainCar, params=PARAMS,
-    build=build_level, level_cls=MountainCarLevel, outcomes=OUTCOMES, cause=_cause, horizon=HORIZON,
-    success_threshold=-110.0, return_range=(-200.0, 0.0), worst_reward=-1.0)
+    build=build_level, level_cls=MountainCarLevel, outcomes=OUTCOMES,
+    cause=constant_cause(OUTCOMES, "goal"), horizon=HORIZON, success_threshold=-110.0,
+    return_range=(-200.0, 0.0), worst_reward=-1.0)
 MountainCarConfig = range_config_class("MountainCar", PARAMS, __name__)
 
 

@@ -22,6 +22,7 @@ from jaxenv.control.family import (
     ControlEnv,
     Family,
     Param,
+    constant_cause,
     level_class,
     range_config_class,
 )
@@ -48,15 +49,12 @@ def build_level(v: Mapping[str, jax.Array]) -> pendulum.EnvParams:
         g=f32(v["g"]), m=f32(v["m"]), l=f32(v["l"]), max_steps_in_episode=jnp.int32(HORIZON))
 
 
-def _cause(state: pendulum.EnvState, p: pendulum.EnvParams) -> jax.Array:
-    return jnp.int32(OUTCOMES.index(TIME_LIMIT))  # never called: Pendulum never terminates
-
 
 PendulumLevel = level_class("Pendulum", PARAMS, __name__)
 FAMILY = Family(
-    name="pendulum", gym_id="Pendulum-v1", raw=pendulum.Pendulum, params=PARAMS,
-    build=build_level, level_cls=PendulumLevel, outcomes=OUTCOMES, cause=_cause, horizon=HORIZON,
-    success_threshold=-200.0, return_range=(200 * WORST_REWARD, 0.0),
+    name="pendulum", gym_id="Pendulum-v1", raw=pendulum.Pendulum, params=PARAMS, build=build_level,
+    level_cls=PendulumLevel, outcomes=OUTCOMES, cause=constant_cause(OUTCOMES, TIME_LIMIT),
+    horizon=HORIZON, success_threshold=-200.0, return_range=(200 * WORST_REWARD, 0.0),
     worst_reward=WORST_REWARD, continuous=True, action_bound=2.0,
     notes="No natural termination; success (return >= -200) is our convention.")
 PendulumConfig = range_config_class("Pendulum", PARAMS, __name__)
