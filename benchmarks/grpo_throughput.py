@@ -46,7 +46,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timing-only", action="store_true",
                     help="only part 1 (grpo_step_s, sample_tokens_per_s, peak_rss_gib)")
+    ap.add_argument("--ablate-speedups", type=int, default=0, metavar="ROUNDS",
+                    help="only this: ROUNDS interleaved rounds of GRPO with and without the "
+                         "adapter's logits-where-read and the stage-length prompt padding")
     args = ap.parse_args(argv)
+    if args.ablate_speedups:
+        return ablate_speedups(args)
 
     import jax
     from tunix.generate import sampler as sampler_lib
@@ -132,6 +137,49 @@ def main(argv: list[str] | None = None) -> dict:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1) + "\n")
         plot(out, args.json.with_suffix(".png"))
+    return out
+
+
+def ablate_speedups(args) -> dict:
+    """Step seconds with the two speed-ups (``new``) and without (``old``: tunix's full
+    vocabulary projection, prompts padded to ``max_prompt_tokens``), interleaved in one
+    process so that load hits both alike; medians over the steps after each build's first."""
+    import contextlib
+
+    import jax
+
+    from policy.llm import stages
+    from policy.llm import tunix_adapter as A
+    from policy.llm.grpo import GRPOSettings, GRPOTrainee
+
+    mesh = A.make_mesh()
+    stage = stages.draw(jax.random.key(args.seed), stages.PRESETS["cpu_easy"], 16)
+    lm, tok, _ = A.load_model(args.model, mesh)
+    settings = GRPOSettings(steps=5, prompts_per_step=1, group=4, max_new_tokens=32)
+    steps: dict[str, list[float]] = {"new": [], "old": []}
+    for r in range(args.ablate_speedups):
+        for mode in steps:
+            length = GRPOTrainee._prompt_length
+            old = mode == "old"
+            if old:
+                GRPOTrainee._prompt_length = lambda self: self.settings.max_prompt_tokens
+            try:
+                with A.logits_everywhere() if old else contextlib.nullcontext():
+                    t = GRPOTrainee(lm, tok, stage, settings.model_copy(update={"seed": r}),
+                                    mesh)
+                    log = t.train()
+            finally:
+                GRPOTrainee._prompt_length = length
+            steps[mode] += log.step_seconds()[1:]
+            print(mode, t.prompt_tokens, [round(x, 2) for x in log.step_seconds()], flush=True)
+            del t
+            gc.collect()
+    out = {"rounds": args.ablate_speedups, "step_s_all": steps,
+           **{f"{k}_step_s": float(np.median(v)) for k, v in steps.items()}}
+    print(json.dumps(out, indent=1))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
     return out
 
 
