@@ -249,6 +249,7 @@ class ControlEnv(environment.Environment):
         self._auto_reset = AutoReset(self)
         self._time_limit = family.outcomes.index(TIME_LIMIT)
         self._nonfinite = len(family.outcomes) - 1
+        self._finite_parts = getattr(self.raw, "finite_parts", lambda raw_state: raw_state)
 
     # ------------------------------------------------------------------ gymnax
     @property
@@ -320,7 +321,9 @@ class ControlEnv(environment.Environment):
         raw_state = _canonical(raw_state)
         # The observation is a function of the state (`get_obs`): checking the state and the
         # reward covers it, and lets XLA drop the observation when only the next one is read.
-        finite = _all_finite(raw_state, reward)
+        # A raw env may name the part of its state to check (`finite_parts`: brax's checks
+        # q, qd and the observation, not every derived field of its pipeline state).
+        finite = _all_finite(self._finite_parts(raw_state), reward)
         cause = jnp.where(finite, jnp.where(term, self.family.cause(raw_state, p),
                                             RUNNING), self._nonfinite).astype(jnp.int32)
         reward = jnp.where(finite, reward, self.family.worst_reward).astype(jnp.float32)
