@@ -70,11 +70,7 @@ class LevelReset(GymnaxWrapper):
                                                                         cfg)
         truncated = self._env.is_truncated(state_st, cfg)
         _, state_re = self._restart(key_level, key_reset, params)
-        # `done` materialised once: without the barrier XLA fuses the whole termination test
-        # (e.g. Acrobot's two cosines) into the select of every state leaf, and with the pool's
-        # gather in the same fusion the copies run unvectorised (acrobot: about 10% of a step).
-        done = jax.lax.optimization_barrier(terminated | truncated)
-        next_state = select(done, state_re, state_st)
+        next_state = select(terminated | truncated, state_re, state_st)
         info = {**info, "terminated": terminated, "truncated": truncated,
                 "final_observation": obs_st}
         return (self._env.get_obs(next_state, cfg), next_state, reward, terminated, truncated,
