@@ -22,9 +22,12 @@ install: $(STAMP)
 run: $(STAMP)
 	JAX_PLATFORMS=$${JAX_PLATFORMS:-cpu} $(VENV)/bin/envengineer run --engineer llm --backend transformers
 
+# Two pytest workers (pytest-xdist), a test file each at a time: tests run XLA single-threaded
+# (tests/xla_flags.py), so a second worker uses the second core. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	JAX_PLATFORMS=cpu $(PY) -m pytest
+	JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -44,6 +44,9 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "plan+cost+attn": (COST, {"mixer": "attention"}),
     "plan+cost+attn+mappo": (COST, {"mixer": "attention", "critic": "mappo"}),
     "plan+cost+mappo": (COST, {"critic": "mappo"}),
+    "plan+cost+epochs4": (COST, {"update_epochs": 4}),
+    "plan+cost+steps128": (COST, {"num_steps": 128}),
+    "plan+cost+ent0.003": (COST, {"ent_coef": 0.003}),
 }
 
 

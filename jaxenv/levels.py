@@ -67,7 +67,31 @@ class PoolParams:
         u = (bits >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
         count = jnp.maximum(self.count, 1)
         i = jnp.minimum((u * count.astype(jnp.float32)).astype(jnp.int32), count - 1)
-        return take(self.pool, self.lo + i)
+        return take_rows(self.pool, self.lo + i)
+
+
+def take_rows(pool: Any, index: jax.Array) -> Any:
+    """`take(pool, index)`, with each dtype's per-level scalars gathered as one row.
+
+    A physics level is a handful of scalars [P] each; under `vmap` every env gathers from
+    the pool at every step (the reset branch is a select), and XLA's CPU gather costs per
+    gather op: five [P] gathers cost Acrobot 17 % of its step, one gather of a [P, 5] row
+    nothing measurable (benchmarks/families.py). The stacking is loop-invariant, so XLA
+    hoists it out of a rollout's scan. Leaves with more dims (MAPF's grids) are taken as is.
+    """
+    leaves, treedef = jax.tree.flatten(pool)
+    out = list(leaves)
+    groups: dict[Any, list[int]] = {}
+    for n, x in enumerate(leaves):
+        if jnp.ndim(x) == 1:
+            groups.setdefault(jnp.result_type(x), []).append(n)
+        else:
+            out[n] = x[index]
+    for members in groups.values():
+        row = jnp.stack([leaves[n] for n in members], axis=-1)[index]
+        for j, n in enumerate(members):
+            out[n] = row[..., j]
+    return jax.tree.unflatten(treedef, out)
 
 
 def make_pool(env: Any, key: jax.Array, cfg: Any, size: int) -> PoolParams:

@@ -23,6 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import linen as nn
 
+from policy.orthogonal import orthogonal
+
 NEG = -1e9
 
 
@@ -40,7 +42,7 @@ class AgentAttention(nn.Module):
             raise ValueError(f"hidden width {width} is not divisible by heads={self.heads}")
         d = width // self.heads
         split = lambda x: x.reshape(*x.shape[:-1], self.heads, d)  # noqa: E731
-        ortho = nn.initializers.orthogonal
+        ortho = orthogonal
         q = split(nn.Dense(width, kernel_init=ortho(1.0), name="q")(h))      # [..., A, K, d]
         k = split(nn.Dense(width, kernel_init=ortho(1.0), name="k")(h))      # [..., A, K, d]
         v = split(nn.Dense(width, kernel_init=ortho(1.0), name="v")(h))      # [..., A, K, d]

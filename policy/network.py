@@ -60,6 +60,7 @@ from jaxenv.agents import AgentObs
 from policy import categorical, gaussian
 from policy import obs_norm as obsnorm
 from policy.mixer import AgentAttention
+from policy.orthogonal import orthogonal
 
 Critic = Literal["ippo", "mappo"]
 MASKED_LOGIT = -1e9
@@ -121,7 +122,7 @@ class ActorCritic(nn.Module):
             vec = obsnorm.normalize(stats, vec)
         feats.append(vec)
         h0 = jnp.concatenate(feats, -1)
-        ortho = nn.initializers.orthogonal
+        ortho = orthogonal
         h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso0")(h0))
         if self.mixer == "attention":
             h = AgentAttention(heads=self.mixer_heads, radius=self.mixer_radius,

@@ -124,7 +124,9 @@ def test_vmapped_seeds_match_single_runs(setup):
     for i in range(2):
         single, _ = tr.train_stage(tr.init(keys[i]), cfg, keys[i])
         got = jax.tree.map(lambda x, i=i: x[i], out.params)
-        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5),
+        # float rounding only (a batched matmul in the init and the updates sums in another
+        # order): another seed differs by O(0.1)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4),
                      got, single.params)
     assert not _equal(jax.tree.map(lambda x: x[0], out.params),
                       jax.tree.map(lambda x: x[1], out.params))

@@ -1,12 +1,18 @@
 """XLA flags for every test process, the pytest process and the ones it starts.
 
-`--xla_cpu_multi_thread_eigen=false`: XLA's multi-threaded Eigen pool on the CPU can wedge
-while a vmapped program's result is materialised (a known, unexplained XLA CPU hang:
-PyAutoLabs/PyAutoFit#1528/#1530 isolated it to this one flag). We saw it twice on the 2-core
-CI machine in tests/test_policy_train.py, the second time in
-`test_vmapped_seeds_match_single_runs`, eating the whole CI budget. Tests
-check results, not speed, so they run with the single-threaded pool; benchmarks and the
-product keep XLA's default.
+`--xla_cpu_multi_thread_eigen=false`: tests check results, not speed, and run two pytest
+workers on two cores (the Makefile), so each process keeps XLA's Eigen pool single-threaded.
+
+The CI hang this file used to blame on the Eigen pool (tests/test_policy_train.py,
+`test_vmapped_seeds_match_single_runs`, three times; PyAutoLabs/PyAutoFit#1528 saw a similar
+one) had another cause, found with `gdb -p` on a hung process (`thread apply all bt`): two
+pool threads parked in `absl::BlockingCounter::Wait` inside `jax::ParallelBatchMap`, called
+from jaxlib's LAPACK `lapack_sgeqrf_ffi` custom call. A batched QR (flax's orthogonal
+initializer under `jax.vmap(trainer.init)` over seeds) splits its batch over the same thread
+pool and waits for it from inside the pool; the main thread then waited in the CPU client's
+`Execute` for ever, with no CPU used. It reproduced every time with async dispatch off. The
+networks now initialise without LAPACK (`policy.orthogonal`, tests/test_orthogonal.py), and
+the same tests pass.
 """
 
 from __future__ import annotations
