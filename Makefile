@@ -27,7 +27,7 @@ run: $(STAMP)
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
