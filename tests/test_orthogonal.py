@@ -15,7 +15,8 @@ from policy.orthogonal import gram_schmidt, orthogonal
 SHAPES = st.tuples(st.integers(1, 64), st.integers(1, 64))
 
 
-@settings(max_examples=25, deadline=None)
+# every shape compiles anew: a few examples, each a different shape
+@settings(max_examples=10, deadline=None)
 @given(shape=SHAPES, seed=st.integers(0, 2**31 - 1), scale=st.sampled_from([0.01, 1.0, 1.414]))
 def test_equals_jax_orthogonal(shape, seed, scale):
     key = jax.random.PRNGKey(seed)
