@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxenv.batching import stack
 from jaxenv.mapf import Capacity, MAPFFrozenLake, MAPFState, make_level
 from jaxenv.mapf.rules import slip_noise
 from jaxenv.mapf.solvers.reference import ref_step
@@ -77,7 +78,6 @@ def _jax_inputs(cases: list[dict]):
     for i, c in enumerate(cases):
         frozen[i, : c["n"]] = c["frozen"]
         cost[i, : c["n"]] = c["cost"]
-    stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)  # noqa: E731
     cfgs = stack(cfgs)
     # one jitted, vmapped reset for all cases (op by op, 1,000 resets took most of the test)
     states = _reset(stack(levels), cfgs)
