@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> dict:
                     help="only part 1 (grpo_step_s, sample_tokens_per_s, peak_rss_gib)")
     ap.add_argument("--ablate-speedups", type=int, default=0, metavar="ROUNDS",
                     help="only this: ROUNDS interleaved rounds of GRPO with and without the "
-                         "adapter's logits-where-read and the stage-length prompt padding")
+                         "adapter's speed-ups (one prompt forward per group, logits where "
+                         "read, stage-length prompt padding)")
     args = ap.parse_args(argv)
     if args.ablate_speedups:
         return ablate_speedups(args)
@@ -141,9 +142,10 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def ablate_speedups(args) -> dict:
-    """Step seconds with the two speed-ups (``new``) and without (``old``: tunix's full
-    vocabulary projection, prompts padded to ``max_prompt_tokens``), interleaved in one
-    process so that load hits both alike; medians over the steps after each build's first."""
+    """Step seconds with the adapter's speed-ups (``new``), without one prompt forward per
+    group (``no_groups``), and without any (``old``: also tunix's full vocabulary projection
+    and prompts padded to ``max_prompt_tokens``), interleaved in one process so that load hits
+    all alike; medians over the steps after each build's first."""
     import contextlib
 
     import jax
@@ -156,20 +158,22 @@ def ablate_speedups(args) -> dict:
     stage = stages.draw(jax.random.key(args.seed), stages.PRESETS["cpu_easy"], 16)
     lm, tok, _ = A.load_model(args.model, mesh)
     settings = GRPOSettings(steps=5, prompts_per_step=1, group=4, max_new_tokens=32)
-    steps: dict[str, list[float]] = {"new": [], "old": []}
+    steps: dict[str, list[float]] = {"new": [], "no_groups": [], "old": []}
     for r in range(args.ablate_speedups):
         for mode in steps:
-            length = GRPOTrainee._prompt_length
+            length, groups = GRPOTrainee._prompt_length, A.prompt_groups
             old = mode == "old"
             if old:
                 GRPOTrainee._prompt_length = lambda self: self.settings.max_prompt_tokens
+            if mode != "new":  # every prompt forwarded with each of its completions
+                A.prompt_groups = lambda group: contextlib.nullcontext()
             try:
                 with A.logits_everywhere() if old else contextlib.nullcontext():
                     t = GRPOTrainee(lm, tok, stage, settings.model_copy(update={"seed": r}),
                                     mesh)
                     log = t.train()
             finally:
-                GRPOTrainee._prompt_length = length
+                GRPOTrainee._prompt_length, A.prompt_groups = length, groups
             steps[mode] += log.step_seconds()[1:]
             print(mode, t.prompt_tokens, [round(x, 2) for x in log.step_seconds()], flush=True)
             del t

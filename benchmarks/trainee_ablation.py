@@ -2,6 +2,7 @@
 
     python benchmarks/trainee_ablation.py --env-steps 20e6 --json benchmarks/results/ablation.json
     python benchmarks/trainee_ablation.py --variants freeze,plan --env-steps 2e6   # a quick look
+    python benchmarks/trainee_ablation.py --variants plan+cost --env-steps 98e6 --curve 24.6e6
 
 Every variant trains the fixed-config trainee (the config space's defaults: sizes 3-10 in equal
 shares, 2 agents, hole ratio 0.2, wait ratio 0.3, fail on any violation) for the same budget of
@@ -20,6 +21,7 @@ import json
 import math
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,6 @@ import numpy as np
 
 from designer.loop import ClosedLoop
 from designer.settings import CapacitySettings, RunSettings, TaskSettings, TraineeSettings
-from policy.validation import validate
 
 COST = {"soc_cost": 0.02, "makespan_cost": 0.02}
 NO_COST = {"soc_cost": 0.0, "makespan_cost": 0.0}
@@ -47,7 +48,14 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "plan+cost+epochs4": (COST, {"update_epochs": 4}),
     "plan+cost+steps128": (COST, {"num_steps": 128}),
     "plan+cost+ent0.003": (COST, {"ent_coef": 0.003}),
+    "plan+cost+pool25": (COST, {"pool_every": 25}),
+    "plan+cost+mappo+agents2-5": (COST, {"critic": "mappo"}),
 }
+# Variants that change the training data rather than the trainee: capacity and config values.
+# (The paper trains on 2 agents only; this measures what 3-5-agent levels would buy.)
+CAPACITY: dict[str, dict[str, Any]] = {"plan+cost+mappo+agents2-5": {"max_agents": 5}}
+CONFIG: dict[str, dict[str, Any]] = {
+    "plan+cost+mappo+agents2-5": {"agent_weights": [0.0, 0.25, 0.25, 0.25, 0.25]}}
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,6 +65,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--env-steps", type=float, default=20e6, help="training budget per variant")
     p.add_argument("--updates", type=int, default=25, help="PPO updates per stage")
     p.add_argument("--seeds", default="0", help="comma-separated seeds")
+    p.add_argument("--curve", type=float, default=0.0,
+                   help="also validate after every this many env steps (a learning curve)")
     p.add_argument("--json", type=Path)
     return p.parse_args(argv)
 
@@ -64,37 +74,43 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def settings_for(name: str, seed: int, stage_steps: int) -> RunSettings:
     task, trainee = VARIANTS[name]
     return RunSettings(engineer="fixed", stages=1, stage_steps=stage_steps, seed=seed,
-                       capacity=CapacitySettings(max_size=10, max_agents=2),
+                       preset="open" if name in CONFIG else "paper",
+                       capacity=CapacitySettings(max_size=10,
+                                                 **{"max_agents": 2, **CAPACITY.get(name, {})}),
                        trainee=TraineeSettings(**trainee), task=TaskSettings(**task))
 
 
-def run_variant(name: str, seed: int, env_steps: float, updates: int) -> dict[str, Any]:
+def run_variant(name: str, seed: int, env_steps: float, updates: int,
+                curve: float = 0.0) -> Iterator[dict[str, Any]]:
+    """One row at the end of the budget, and one after every `curve` env steps before it."""
     base = TraineeSettings(**VARIANTS[name][1])
     stage_steps = updates * base.num_envs * base.num_steps
     stages = max(1, math.ceil(env_steps / stage_steps))
+    every = max(1, round(curve / stage_steps)) if curve else stages
     s = settings_for(name, seed, stage_steps)
     with tempfile.TemporaryDirectory() as tmp:
         loop = ClosedLoop(s, Path(tmp) / "run")
-        cfg = loop.space.to_config(loop.space.default())
-        runner = loop.trainee.trainer.init(jax.random.PRNGKey(seed))
-        t0 = time.perf_counter()
+        cfg = loop.space.to_config({**loop.space.default(), **CONFIG.get(name, {})})
+        runner = loop.trainee.init(jax.random.PRNGKey(seed))
+        seconds = 0.0
         for k in range(stages):
-            runner, metrics = loop.train_stage(runner, cfg, loop.key(k, 1))
-        jax.block_until_ready(runner)
-        seconds = time.perf_counter() - t0
-        train = loop.trainee.trainer.summarize(metrics)
-        v = validate(runner.params, loop.trainee.network, jax.random.PRNGKey(seed + 3),
-                     loop.validator, cfg=loop.eval_cfg)
-    r, meta = v.result, v.meta
-    row: dict[str, Any] = {"variant": name, "seed": seed, "env_steps": stages * stage_steps,
-                           "train_seconds": round(seconds, 1),
-                           "last_stage_success": train.get("success_rate")}
-    for k in (3, 4, 5):
-        sel = meta["agents"] == k
-        row[f"valid_{k}"] = round(100 * float(np.mean(r.valid[sel])), 2)
-        row[f"optimal_{k}"] = round(100 * float(np.mean(r.optimal[sel])), 2)
-    row["disagree"] = int(np.sum(r.disagree))
-    return row
+            t0 = time.perf_counter()
+            runner, train = loop.trainee.train_stage(runner, cfg, loop.key(k, 1), stage=k)
+            seconds += time.perf_counter() - t0
+            if (k + 1) % every and k + 1 < stages:
+                continue
+            v = loop.trainee.validate(runner, loop.validator, jax.random.PRNGKey(seed + 3))
+            r, meta = v.result, v.meta
+            row: dict[str, Any] = {"variant": name, "seed": seed,
+                                   "env_steps": (k + 1) * stage_steps,
+                                   "train_seconds": round(seconds, 1),
+                                   "last_stage_success": train.get("success_rate")}
+            for n in (3, 4, 5):
+                sel = meta["agents"] == n
+                row[f"valid_{n}"] = round(100 * float(np.mean(r.valid[sel])), 2)
+                row[f"optimal_{n}"] = round(100 * float(np.mean(r.optimal[sel])), 2)
+            row["disagree"] = int(np.sum(r.disagree))
+            yield row
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -106,12 +122,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rows = []
     for seed in (int(x) for x in a.seeds.split(",")):
         for name in names:
-            row = run_variant(name, seed, a.env_steps, a.updates)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            if a.json:  # after every variant: a stopped run keeps what it finished
-                a.json.parent.mkdir(parents=True, exist_ok=True)
-                a.json.write_text(json.dumps({"split": "validation", "rows": rows}, indent=2))
+            for row in run_variant(name, seed, a.env_steps, a.updates, a.curve):
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                if a.json:  # after every row: a stopped run keeps what it finished
+                    a.json.parent.mkdir(parents=True, exist_ok=True)
+                    a.json.write_text(json.dumps({"split": "validation", "rows": rows},
+                                                 indent=2))
     print("\n| variant | seed | valid 3/4/5 % | optimal 3/4/5 % | env steps | s |")
     print("|---|---|---|---|---|---|")
     for r in rows:

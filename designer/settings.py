@@ -41,7 +41,10 @@ class TraineeSettings(Strict):
     num_steps: int = Field(32, ge=1, description="Rollout length per PPO update.")
     update_epochs: int = Field(1, ge=1, description="PPO epochs per update.")
     num_minibatches: int = Field(4, ge=1, description="Minibatches per epoch (divide num_steps).")
-    pool_size: int = Field(512, ge=1, description="Levels generated per stage.")
+    pool_size: int = Field(512, ge=1, description="Levels in the pool episodes start from.")
+    pool_every: int = Field(0, ge=0, description="A fresh pool of levels every this many PPO "
+                            "updates (0: one pool per stage), so that a long stage does not "
+                            "train on a few hundred levels only.")
     lr: float = Field(5e-4, gt=0, le=1, description="Adam learning rate.")
     ent_coef: float = Field(0.01, ge=0, le=1, description="Entropy bonus.")
     hidden: int = Field(32, ge=4, le=4096, description="Width of the actor-critic.")

@@ -67,6 +67,7 @@ class Hparams:
     update_epochs: int = 2
     num_minibatches: int = 4  # over time steps; divides num_steps
     pool_size: int = 1024  # levels generated per stage, split evenly over the C configs
+    pool_every: int = 0  # a fresh pool every this many updates (0: one pool per stage)
     gamma: float = 0.99
     gae_lambda: float = 0.95
     clip_eps: float = 0.2
@@ -79,6 +80,8 @@ class Hparams:
     reward_scale: float = 1.0  # rewards are multiplied by this for learning (not for reporting)
 
     def check(self, n_configs: int, n_shards: int = 1, levels: bool = True) -> None:
+        if self.pool_every < 0:
+            raise ValueError("pool_every must be >= 0 (0: one pool per stage)")
         if self.num_steps % self.num_minibatches:
             raise ValueError("num_minibatches must divide num_steps")
         if self.num_envs % n_configs or (levels and self.pool_size % n_configs):
@@ -152,17 +155,20 @@ def make_train(env: Any, network: ActorCritic, hparams: Hparams) -> Trainer:
         k_pool, k_env, k_upd = jax.random.split(key, 3)
         gid = shard * b + jnp.arange(b)
         cfg_idx = (gid // (b_all // n_cfg)).astype(jnp.int32)
-        if levels:
-            pool = stage_pool(env, k_pool, cfgs, n_cfg, hp.pool_size, shard=shard,
+
+        def make_params(k: jax.Array) -> Any:
+            if not levels:
+                return take(cfgs, cfg_idx)
+            pool = stage_pool(env, k, cfgs, n_cfg, hp.pool_size, shard=shard,
                               n_shards=n_shards, axis=axis)
-            env_params = env_pool_params(cfgs, pool, cfg_idx, n_cfg, hp.pool_size)
-            axes: Any = PoolParams.in_axes()
-        else:
-            env_params, axes = take(cfgs, cfg_idx), 0
+            return env_pool_params(cfgs, pool, cfg_idx, n_cfg, hp.pool_size)
+
+        axes: Any = PoolParams.in_axes() if levels else 0
+        env_params = make_params(k_pool)
         ekeys = jax.lax.dynamic_slice_in_dim(jax.random.split(k_env, b_all), shard * b, b)
         envc = start(step_env, env_params, axes, ekeys)
 
-        def update(carry, k):
+        def update(env_params, carry, k):  # one PPO update on the envs' current pool
             runner, envc = carry
             envc, traj, stats = rollout(step_env, network, runner.params, envc, env_params,
                                         axes, hp.num_steps)
@@ -183,8 +189,26 @@ def make_train(env: Any, network: ActorCritic, hparams: Hparams) -> Trainer:
                                     env_steps=runner.env_steps + hp.steps_per_update)
             return (runner, envc), {**mets, **stats}
 
-        (runner, _), metrics = jax.lax.scan(update, (runner, envc),
-                                            jax.random.split(k_upd, hp.num_updates))
+        # With `pool_every`, every that many updates the envs' pool is replaced by a fresh one,
+        # so a stage's data stay diverse however long the stage is. Running episodes keep
+        # their own level (it is in their state); only new episodes draw from the new pool.
+        # The flag is not batched (train_seeds, shard_map), so the cond stays a cond.
+        refreshing = levels and 0 < hp.pool_every < hp.num_updates  # static
+        idx = jnp.arange(hp.num_updates)
+        refresh = (idx % max(hp.pool_every, 1) == 0) & (idx > 0)
+        pkeys = jax.random.split(jax.random.fold_in(k_pool, 1), hp.num_updates)
+
+        def step_update(carry, xs):
+            runner, envc, ep = carry
+            k, fresh, pk = xs
+            if refreshing:
+                ep = jax.lax.cond(fresh, lambda: make_params(pk), lambda: ep)
+            (runner, envc), mets = update(ep, (runner, envc), k)
+            return (runner, envc, ep), mets
+
+        (runner, _, _), metrics = jax.lax.scan(
+            step_update, (runner, envc, env_params),
+            (jax.random.split(k_upd, hp.num_updates), refresh, pkeys))
         metrics["params_finite"] = all_finite(runner.params)
         return runner.replace(stage=runner.stage + 1), metrics
 

@@ -310,3 +310,55 @@ def test_grpo_steps_on_qwen3_change_the_lora(qwen3):
     assert len(log.reward) == 1
     diff = jax.tree.map(lambda x, y: float(np.abs(x - y).max()), before, after)
     assert max(jax.tree.leaves(diff)) > 0
+
+
+def test_one_prompt_forward_per_group_gives_the_same_numbers(tmp_path, monkeypatch):
+    """``prompt_groups`` (item 7): each group's prompt runs once into a KV cache its
+    completions attend to; log-probs, logits and the gradient of a GRPO-like loss equal the
+    full pass (rows in consecutive groups, as tunix repeats them; one group left-padded), and
+    a batch that is not whole groups runs the full path."""
+    from flax import nnx
+    from tunix.rl import common
+
+    from policy.llm import tunix_adapter as A
+    from tests.tiny_tunix import tiny_folder
+
+    monkeypatch.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))
+    lm, _, _ = A.load_model(tiny_folder(tmp_path / "m", rope_theta=10_000.0, head_scale=1.0))
+    assert A.logits_where_read()
+    rng = np.random.default_rng(1)
+    prompts = jnp.asarray(rng.integers(3, 40, (2, 10)), jnp.int32).at[1, :3].set(0)
+    prompt = jnp.repeat(prompts, 3, axis=0)  # 2 groups of 3
+    completion = jnp.asarray(rng.integers(3, 40, (6, 5)), jnp.int32).at[4, 3:].set(0)
+    kw = dict(pad_id=0, eos_id=2, return_logits=True)
+    graphdef, state = nnx.split(lm)
+
+    def run(state, p=prompt, c=completion):
+        return common.compute_per_token_logps(graphdef, state, p, c, stop_gradient=False, **kw)
+
+    def loss(state):
+        logps, _ = run(state)
+        return jnp.sum(logps * jnp.arange(1.0, 6.0))
+
+    seen = []  # batch sizes of the layers' inputs
+    layer_cls = type(lm.layers[0])
+    call = layer_cls.__call__
+    monkeypatch.setattr(layer_cls, "__call__",
+                        lambda self, x, *a: seen.append(x.shape[:2]) or call(self, x, *a))
+    full, g_full = run(state), jax.grad(loss)(state)
+    assert set(seen) == {(6, 15)}
+    seen.clear()
+    with A.prompt_groups(3):
+        shared, g_shared = run(state), jax.grad(loss)(state)
+        assert set(seen) == {(2, 10), (6, 5)}  # prompts once per group, completions per row
+        seen.clear()
+        odd = run(state, prompt[:4], completion[:4])  # 4 rows: not whole groups of 3
+        assert set(seen) == {(4, 15)}
+    for a, b in zip(shared, full, strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(odd[0]), np.asarray(full[0][:4]), atol=2e-5,
+                               rtol=1e-4)
+    for a, b in zip(jax.tree.leaves(g_shared), jax.tree.leaves(g_full), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5, rtol=1e-3)
+    assert max(float(jnp.max(jnp.abs(x))) for x in jax.tree.leaves(g_full)) > 0

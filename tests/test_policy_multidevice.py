@@ -3,7 +3,8 @@
 The device count must be set before jax is imported, so the comparison runs in a
 subprocess (this file run as a script). Tolerance: parameters after one stage of 2 updates x
 2 epochs x 2 minibatches agree to 1e-5 absolute + 1e-4 relative (only the float summation order
-of the psum'd gradients differs); integer episode statistics agree exactly.
+of the psum'd gradients differs); integer episode statistics agree exactly. The second update
+runs on a fresh pool (`pool_every`), generated in slices and all-gathered inside a cond.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _compare() -> dict:
     b = dict(a, hole_ratio=[0.3, 0.3], agent_weights=[1.0, 0.0], slip_prob=0.1)
     cfgs = cs.stack([a, b])  # 2 configs over 8 envs: shards hold envs of both
     hp = Hparams(num_envs=8, num_steps=8, num_updates=2, update_epochs=2, num_minibatches=2,
-                 pool_size=16, lr=1e-3)
+                 pool_size=16, pool_every=1, lr=1e-3)  # a fresh pool (all-gathered) at update 1
     tr = make_train(env, ActorCritic(hidden=16, critic="mappo"), hp)
     runner = tr.init(jax.random.PRNGKey(0))
     key = jax.random.PRNGKey(1)

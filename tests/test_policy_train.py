@@ -5,6 +5,8 @@ One small trainer (1 agent, 5x5, no holes) is compiled once and shared by every 
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -114,19 +116,59 @@ def test_nan_guard_skips_and_reports(setup):
         check_finite(metrics)
 
 
-def test_vmapped_seeds_match_single_runs(setup):
-    _, cs, vals, _, tr = setup
+@pytest.fixture(scope="module")
+def short(setup):
+    """Two-update trainers, one pool a stage and a fresh pool at update 1: comparisons of
+    vmapped and single runs stay within float rounding over two updates (over ten, a rounding
+    difference can flip a sampled action and the runs part by 1e-3)."""
+    env, _, _, net, _ = setup
+    hp = dataclasses.replace(HP, num_updates=2)
+    return (make_train(env, net, hp),
+            make_train(env, net, dataclasses.replace(hp, pool_every=1)))
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["one_pool", "fresh_pool"])
+def test_vmapped_seeds_match_single_runs(setup, short, fresh):
+    _, cs, vals, _, _ = setup
+    tr = short[fresh]
     cfg = cs.to_config(vals)
     keys = jax.random.split(jax.random.PRNGKey(42), 2)
     runners = jax.vmap(tr.init)(keys)
     out, metrics = tr.train_seeds(runners, cfg, keys)
-    assert metrics["loss"].shape == (2, HP.num_updates)
+    assert metrics["loss"].shape == (2, 2)
     for i in range(2):
         single, _ = tr.train_stage(tr.init(keys[i]), cfg, keys[i])
         got = jax.tree.map(lambda x, i=i: x[i], out.params)
-        # float rounding only (a batched matmul in the init and the updates sums in another
-        # order): another seed differs by O(0.1)
-        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4),
-                     got, single.params)
-    assert not _equal(jax.tree.map(lambda x: x[0], out.params),
-                      jax.tree.map(lambda x: x[1], out.params))
+        # Float rounding only (a batched matmul sums in another order), but Adam divides by
+        # the gradient's own scale: where a gradient is ~0 its rounding noise becomes a step
+        # of up to lr, so single elements may differ by lr per Adam step; the bulk does not,
+        # and another seed differs by O(0.1) everywhere.
+        diff = np.concatenate([np.abs(np.asarray(a) - np.asarray(b)).ravel() for a, b in
+                               zip(jax.tree.leaves(got), jax.tree.leaves(single.params),
+                                   strict=True)])
+        adam_steps = 2 * HP.update_epochs * HP.num_minibatches
+        assert diff.max() <= adam_steps * HP.lr * 1.01, diff.max()
+        assert np.mean(diff > 1e-4) < 0.02 and diff.mean() < 1e-5, (np.mean(diff > 1e-4),
+                                                                      diff.mean())
+    other = np.concatenate([np.abs(np.asarray(a[0]) - np.asarray(a[1])).ravel()
+                            for a in jax.tree.leaves(out.params)])
+    assert other.mean() > 1e-2
+
+
+def test_fresh_pool_every_k_updates(setup, short):
+    """`pool_every`: a new pool inside a stage changes the data (so the params) and stays
+    deterministic; the refresh is a cond on an unbatched flag, so it vmaps over seeds
+    (`test_vmapped_seeds_match_single_runs[fresh_pool]`) and shards (test_policy_multidevice)."""
+    env, cs, vals, net, _ = setup
+    one_pool, fresh = short
+    cfg = cs.to_config(vals)
+    key0, key = jax.random.PRNGKey(3), jax.random.PRNGKey(4)
+    base, _ = one_pool.train_stage(one_pool.init(key0), cfg, key)
+    a, m = fresh.train_stage(fresh.init(key0), cfg, key)
+    b, _ = fresh.train_stage(fresh.init(key0), cfg, key)
+    assert _equal(a, b)
+    assert not _equal(base.params, a.params)
+    assert m["loss"].shape == (2,) and int(np.sum(m["episodes"])) > 0
+    with pytest.raises(ValueError, match="pool_every"):
+        make_train(env, net, dataclasses.replace(HP, pool_every=-1)).train_stage(
+            fresh.init(key0), cfg, key)

@@ -169,6 +169,6 @@ class GRPOTrainee:
     def train(self, steps: int | None = None) -> StepLog:
         """Run GRPO for ``steps`` (default ``settings.steps``) updates; returns the log."""
         steps = self.settings.steps if steps is None else steps
-        with self.mesh:
+        with self.mesh, adapter.prompt_groups(self.settings.group):
             self.learner.train(list(self.batches(steps)))
         return self.log

@@ -28,6 +28,14 @@ Not a trap but a cost, mended here for the same reason (one place that patches t
    ``tunix.rl.common.compute_per_token_logps``, projects only the last ``completion + 1``
    positions, the ones it slices; the returned log-probs are the same (``tests/test_grpo.py``).
 
+7. One prompt forward per group (Llama family): GRPO's reference and policy passes run every
+   completion of a group with its own copy of the group's prompt, so on the CPU preset (a
+   272-token prompt, 4 completions of 32) four fifths of those passes recompute the same
+   prompt. Inside ``prompt_groups(G)`` (``policy.llm.grpo`` wraps its training in it) each
+   layer runs the prompt once per group into a KV cache that the group's completions attend
+   to, as tunix's own decoding does; gradients flow through both. Same log-probs, logits and
+   gradients as the full pass (``tests/test_grpo.py``).
+
 Also here: ``model_config`` (a transformers ``config.json`` -> the tunix ``ModelConfig`` of
 the family its ``model_type`` names: ``FAMILIES``, "llama" -> ``tunix.models.llama3``, "qwen3"
 -> ``tunix.models.qwen3``; anything else, or a Qwen3 asking for attention biases, sliding
@@ -200,14 +208,56 @@ def seed_each_rollout(cluster: Any, seed: int) -> None:
 
 
 # ---------------------------------------------------------------------------- 6. logits
-_TAIL = threading.local()
+_TAIL = threading.local()  # what the log-prob trace being built reads (see compute_...)
+_GROUPS: list[int] = []  # prompt_groups' stack: rows come in groups of this many
+
+
+@contextlib.contextmanager
+def prompt_groups(group: int):
+    """Inside the block, GRPO's log-prob passes forward each group's prompt once (item 7).
+
+    tunix repeats each prompt ``group`` times in consecutive rows (``np.repeat``), and its
+    micro-batches are whole groups; a batch whose rows are not a multiple of ``group`` runs
+    the full path."""
+    _GROUPS.append(int(group))
+    try:
+        yield
+    finally:
+        _GROUPS.pop()
+
+
+def _shared_prompt_tail(model: Any, tokens: Any, positions: Any, mask: Any, prompt: int,
+                        group: int) -> Any:
+    """Hidden states [B, C + 1, D] of the last prompt position and the C completion positions,
+    with each group's prompt run once: per layer, the prompt rows of the group's first member
+    fill a KV cache (batch B / group), which is repeated to the group's rows, and the
+    completion positions attend to it, as tunix's decoding does. The same numbers as the
+    full forward, up to float summation order (``tests/test_grpo.py``)."""
+    import jax.numpy as jnp
+
+    b, t = tokens.shape
+    first = slice(0, b, group)
+    xp = model.embedder.encode(tokens[first, :prompt])
+    xc = model.embedder.encode(tokens[:, prompt:])
+    pos_p, pos_c = positions[first, :prompt], positions[:, prompt:]
+    mask_p, mask_c = mask[first, :prompt], mask[:, prompt:]
+    cfg = model.config
+    kv = jnp.zeros((b // group, t, cfg.num_kv_heads, cfg.head_dim), xp.dtype)
+    empty = {"k": kv, "v": kv, "end_index": jnp.zeros((b // group,), jnp.int32)}
+    for layer in model.layers:
+        cache, xp = layer(xp, pos_p, empty, mask_p)
+        cache = {"k": jnp.repeat(cache["k"], group, 0), "v": jnp.repeat(cache["v"], group, 0),
+                 "end_index": jnp.full((b,), prompt, jnp.int32)}
+        _, xc = layer(xc, pos_c, cache, mask_c)
+    return jnp.concatenate([jnp.repeat(xp[:, -1:], group, 0), xc], axis=1)
 
 
 def logits_where_read() -> bool:
-    """Project onto the vocabulary only where tunix reads the logits (idempotent; item 6 of the
-    module docstring). Returns whether the patch is active (False once tunix's llama3 has a
-    ``decode_only_last_token`` switch of its own). Apply before building a sampler or cluster:
-    tunix's sampler checks the switch when it is built."""
+    """Project onto the vocabulary only where tunix reads the logits (idempotent; items 6
+    and 7 of the module docstring). Returns whether the patch is active (False once tunix's
+    llama3 has a ``decode_only_last_token`` switch of its own). Apply before building a
+    sampler or cluster: tunix's sampler checks the switch when it is built."""
+    import jax
     from tunix.models.llama3 import model as llama
     from tunix.rl import common
 
@@ -220,16 +270,24 @@ def logits_where_read() -> bool:
     def __call__(self, input_tokens, positions, cache, attention_mask,
                  decode_only_last_token: bool = False):
         # tunix 0.1.7's Llama3.__call__, plus the projection of the last positions only
-        new_cache = None if cache is None else {}
-        x = self.embedder.encode(input_tokens)
-        for i, layer in enumerate(self.layers):
-            name = f"layer_{i}"
-            layer_cache, x = layer(x, positions, cache[name] if cache else None,
-                                   attention_mask)
-            if cache is not None:
-                new_cache[name] = layer_cache
         tail = 1 if decode_only_last_token else (
             getattr(_TAIL, "n", None) if cache is None else None)
+        group = getattr(_TAIL, "group", None) if cache is None else None
+        prompt = getattr(_TAIL, "prompt", None)
+        if group and tail is not None and prompt is not None \
+                and tail == input_tokens.shape[1] - prompt + 1:
+            x = _shared_prompt_tail(self, input_tokens, positions, attention_mask, prompt,
+                                    group)
+            new_cache = None
+        else:
+            new_cache = None if cache is None else {}
+            x = self.embedder.encode(input_tokens)
+            for i, layer in enumerate(self.layers):
+                name = f"layer_{i}"
+                layer_cache, x = layer(x, positions, cache[name] if cache else None,
+                                       attention_mask)
+                if cache is not None:
+                    new_cache[name] = layer_cache
         if tail is not None and tail < x.shape[1]:
             x = x[:, -tail:]
         x = self.final_norm(x)
@@ -237,16 +295,35 @@ def logits_where_read() -> bool:
         return logits, new_cache
 
     logps = common.compute_per_token_logps
+    raw = logps.__wrapped__
+    signature = inspect.signature(raw)
 
-    def compute_per_token_logps(graphdef, state, prompt_tokens, completion_tokens, *args,
-                                **kwargs):
-        old = getattr(_TAIL, "n", None)
-        packed = kwargs.get("segment_ids") is not None or len(args) > 5 and args[5] is not None
-        _TAIL.n = None if packed else int(completion_tokens.shape[1]) + 1
+    @functools.partial(jax.jit, static_argnames=("pad_id", "eos_id", "stop_gradient",
+                                                 "return_logits", "temperature", "tail",
+                                                 "group"))
+    def traced(graphdef, state, prompt_tokens, completion_tokens, pad_id, eos_id, images=None,
+               stop_gradient=True, return_logits=False, segment_ids=None,
+               segment_positions=None, temperature=1.0, *, tail, group):
+        # tunix's function, traced with what the model call above reads; tail and group are
+        # static, so a trace never serves another setting
+        old = tuple(getattr(_TAIL, k, None) for k in ("n", "group", "prompt"))
+        _TAIL.n, _TAIL.group, _TAIL.prompt = tail, group, prompt_tokens.shape[1]
         try:
-            return logps(graphdef, state, prompt_tokens, completion_tokens, *args, **kwargs)
+            return raw(graphdef, state, prompt_tokens=prompt_tokens,
+                       completion_tokens=completion_tokens, pad_id=pad_id, eos_id=eos_id,
+                       images=images, stop_gradient=stop_gradient, return_logits=return_logits,
+                       segment_ids=segment_ids, segment_positions=segment_positions,
+                       temperature=temperature)
         finally:
-            _TAIL.n = old
+            _TAIL.n, _TAIL.group, _TAIL.prompt = old
+
+    def compute_per_token_logps(*args, **kwargs):
+        a = signature.bind(*args, **kwargs).arguments
+        plain = a.get("segment_ids") is None and a.get("images") is None
+        rows = a["prompt_tokens"].shape[0]
+        g = _GROUPS[-1] if _GROUPS else 0
+        return traced(**a, tail=int(a["completion_tokens"].shape[1]) + 1 if plain else None,
+                      group=g if plain and g > 1 and rows % g == 0 else None)
 
     __call__.__doc__ = call.__doc__
     __call__._envengineer_tail = True  # type: ignore[attr-defined]
