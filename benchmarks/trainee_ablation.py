@@ -50,10 +50,14 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "plan+cost+ent0.003": (COST, {"ent_coef": 0.003}),
     "plan+cost+pool25": (COST, {"pool_every": 25}),
     "plan+cost+mappo+agents2-5": (COST, {"critic": "mappo"}),
+    "plan+cost+mappo+view5": (COST, {"critic": "mappo"}),
+    "plan+cost+mappo+view8": (COST, {"critic": "mappo"}),
 }
 # Variants that change the training data rather than the trainee: capacity and config values.
 # (The paper trains on 2 agents only; this measures what 3-5-agent levels would buy.)
-CAPACITY: dict[str, dict[str, Any]] = {"plan+cost+mappo+agents2-5": {"max_agents": 5}}
+CAPACITY: dict[str, dict[str, Any]] = {"plan+cost+mappo+agents2-5": {"max_agents": 5},
+                                       "plan+cost+mappo+view5": {"view_radius": 5},
+                                       "plan+cost+mappo+view8": {"view_radius": 8}}
 CONFIG: dict[str, dict[str, Any]] = {
     "plan+cost+mappo+agents2-5": {"agent_weights": [0.0, 0.25, 0.25, 0.25, 0.25]}}
 
