@@ -168,10 +168,23 @@ def make_train(env: Any, network: ActorCritic, hparams: Hparams) -> Trainer:
         ekeys = jax.lax.dynamic_slice_in_dim(jax.random.split(k_env, b_all), shard * b, b)
         envc = start(step_env, env_params, axes, ekeys)
 
-        def update(env_params, carry, k):  # one PPO update on the envs' current pool
-            runner, envc = carry
-            envc, traj, stats = rollout(step_env, network, runner.params, envc, env_params,
-                                        axes, hp.num_steps)
+        # With `pool_every`, every that many updates the envs' pool is replaced by a fresh one,
+        # so a stage's data stay diverse however long the stage is. Running episodes keep
+        # their own level (it is in their state); only new episodes draw from the new pool.
+        # The flag is not batched (train_seeds, shard_map), so the cond stays a cond.
+        refreshing = levels and 0 < hp.pool_every < hp.num_updates  # static
+        idx = jnp.arange(hp.num_updates)
+        refresh = (idx % max(hp.pool_every, 1) == 0) & (idx > 0)
+        pkeys = jax.random.split(jax.random.fold_in(k_pool, 1), hp.num_updates)
+
+        def update(carry, xs):  # one PPO update, on a fresh pool where `fresh`
+            runner, envc, pool = carry  # pool: the current params if refreshing, else None
+            k, fresh, pk = xs
+            if refreshing:
+                pool = jax.lax.cond(fresh, lambda: make_params(pk), lambda: pool)
+            ep = pool if refreshing else env_params  # else a constant of the loop, as before
+            envc, traj, stats = rollout(step_env, network, runner.params, envc, ep, axes,
+                                        hp.num_steps)
             _, last_v = network.apply(runner.params, agent_inputs(
                 env, envc.obs, envc.state, network.uses_global))
             reward = traj.reward if hp.reward_scale == 1.0 else traj.reward * hp.reward_scale
@@ -187,27 +200,10 @@ def make_train(env: Any, network: ActorCritic, hparams: Hparams) -> Trainer:
             runner = runner.replace(params=params, opt_state=opt_state,
                                     update=runner.update + 1,
                                     env_steps=runner.env_steps + hp.steps_per_update)
-            return (runner, envc), {**mets, **stats}
-
-        # With `pool_every`, every that many updates the envs' pool is replaced by a fresh one,
-        # so a stage's data stay diverse however long the stage is. Running episodes keep
-        # their own level (it is in their state); only new episodes draw from the new pool.
-        # The flag is not batched (train_seeds, shard_map), so the cond stays a cond.
-        refreshing = levels and 0 < hp.pool_every < hp.num_updates  # static
-        idx = jnp.arange(hp.num_updates)
-        refresh = (idx % max(hp.pool_every, 1) == 0) & (idx > 0)
-        pkeys = jax.random.split(jax.random.fold_in(k_pool, 1), hp.num_updates)
-
-        def step_update(carry, xs):
-            runner, envc, ep = carry
-            k, fresh, pk = xs
-            if refreshing:
-                ep = jax.lax.cond(fresh, lambda: make_params(pk), lambda: ep)
-            (runner, envc), mets = update(ep, (runner, envc), k)
-            return (runner, envc, ep), mets
+            return (runner, envc, pool), {**mets, **stats}
 
         (runner, _, _), metrics = jax.lax.scan(
-            step_update, (runner, envc, env_params),
+            update, (runner, envc, env_params if refreshing else None),
             (jax.random.split(k_upd, hp.num_updates), refresh, pkeys))
         metrics["params_finite"] = all_finite(runner.params)
         return runner.replace(stage=runner.stage + 1), metrics
