@@ -72,6 +72,8 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "view-radius": ("capacity.view_radius", int, "radius of each agent's view"),
     "max-steps": ("capacity.max_steps", int, "longest episode"),
     "envs": ("trainee.num_envs", int, "parallel environments"),
+    "pool-every": ("trainee.pool_every", int, "a fresh pool of levels every this many PPO "
+                   "updates (0: one pool a stage)"),
     "hidden": ("trainee.hidden", int, "width of the actor-critic"),
     "critic": ("trainee.critic", str, "ippo (per-agent value) or mappo (central critic)"),
     "mixer": ("trainee.mixer", str, "none, or attention (agents see each other)"),

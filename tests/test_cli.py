@@ -61,3 +61,22 @@ def test_verify_signal_flag_and_family_defaults():
     assert RunSettings.model_validate(s.model_dump()) == s
     mapf = RunSettings.model_validate({"verify": {"k": 2}})
     assert mapf.verify.signal == "success"
+
+
+def test_pool_every_flag_reaches_the_trainer_and_is_bounded():
+    """`--pool-every` lands in the PPO hyperparameters; a negative value is one clear error."""
+    import pytest
+
+    from designer.cli import CliError, Parser, add_run_flags, build_settings
+    from designer.trainees import build_trainee
+    from jaxenv.mapf import Capacity, MAPFFrozenLake
+
+    p = Parser()
+    add_run_flags(p)
+    s = build_settings(p.parse_args(["--pool-every", "25"]))
+    assert s.trainee.pool_every == 25
+    hp, _ = build_trainee(s, MAPFFrozenLake(Capacity(max_size=4, max_agents=2)))
+    assert hp.pool_every == 25
+    assert build_settings(p.parse_args([])).trainee.pool_every == 0
+    with pytest.raises(CliError, match="bad value for trainee.pool_every"):
+        build_settings(p.parse_args(["--pool-every", "-1"]))
