@@ -53,8 +53,9 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "plan+cost+mappo+view5": (COST, {"critic": "mappo"}),
     "plan+cost+mappo+view8": (COST, {"critic": "mappo"}),
 }
-# Variants that change the training data rather than the trainee: capacity and config values.
-# (The paper trains on 2 agents only; this measures what 3-5-agent levels would buy.)
+# Variants that change the capacity (the agents' view radius, agent slots) or the training
+# data's config values. The paper trains on 2 agents only; agents2-5 measures what 3-5-agent
+# levels would buy (a config the `paper` preset fixes, so it runs under `open`).
 CAPACITY: dict[str, dict[str, Any]] = {"plan+cost+mappo+agents2-5": {"max_agents": 5},
                                        "plan+cost+mappo+view5": {"view_radius": 5},
                                        "plan+cost+mappo+view8": {"view_radius": 8}}
