@@ -35,6 +35,61 @@ def test_advantages():
     assert not np.any(advantages([0.2, 0.2, 0.2]))
 
 
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_prompt_runs_once_and_gives_the_full_passes_numbers(family, tmp_path, monkeypatch):
+    """The group's replies share one prompt: each layer sees the prompt once (batch 1) and the
+    completions per row, and the completion log-probs and the LoRA gradient of a weighted loss
+    equal n full passes (the plain reference ``_logps``)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from policy.llm.engineer_rl import EngineerLearner, _completion_logps, _logps
+    from tests.tiny_tunix import tiny_folder
+
+    monkeypatch.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))
+    folder = tiny_folder(tmp_path / family, rope_theta=50_000.0, json_text=True,
+                         head_scale=1.0, family=family, tied=family == "qwen3")
+    lrn = EngineerLearner(folder, rank=4, alpha=8.0, remat=False)
+    for v in nnx.iter_graph(lrn.model):  # a LoRA that is not zero
+        if isinstance(v[1], nnx.LoRAParam):
+            v[1].set_value(v[1].get_value() + 0.05)
+    texts = [GOOD, BAD, GOOD + " and more text here"]
+    tokens, valid, cmask, prompt = lrn.batch(MESSAGES, texts)
+    assert prompt % 64 == 0 and not valid[:, 0].any() and valid[:, prompt - 1].all()
+    weights = jnp.asarray(np.random.default_rng(0).normal(size=cmask.shape), jnp.float32)
+
+    def full(model):
+        return _logps(model, tokens, valid)[:, prompt - 1:]  # predicting the completion
+
+    def shared(model):
+        return _completion_logps(model, tokens, valid, prompt)
+
+    seen = []
+    layer_cls = type(lrn.model.layers[0])
+    call = layer_cls.__call__
+    monkeypatch.setattr(layer_cls, "__call__",
+                        lambda self, x, *a, **k: seen.append(x.shape[:2]) or call(self, x, *a,
+                                                                                  **k))
+    a = shared(lrn.model)  # Llama: the patched call runs the prompt once; Qwen3 runs as shipped
+    once = {(1, prompt), (3, cmask.shape[1])} if family == "llama" else {(3, tokens.shape[1])}
+    assert set(seen) == once
+    b = full(lrn.model)
+    np.testing.assert_allclose(np.asarray(a) * cmask, np.asarray(b) * cmask, atol=2e-5)
+
+    def grads(fn):
+        def loss(model):
+            return jnp.sum(fn(model) * weights * cmask)
+        return nnx.grad(loss, argnums=nnx.DiffState(0, nnx.LoRAParam))(lrn.model)
+
+    g_shared, g_full = jax.tree.leaves(grads(shared)), jax.tree.leaves(grads(full))
+    for x, y in zip(g_shared, g_full, strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-5, rtol=1e-3)
+    assert max(float(jnp.max(jnp.abs(x))) for x in g_full) > 0
+    np.testing.assert_allclose(lrn.logprob(MESSAGES, texts), (np.asarray(b) * cmask).sum(-1),
+                               atol=1e-4)
+
+
 def test_two_learn_steps_raise_the_better_proposal(learner, tmp_path):
     before = learner.lora_arrays()
     lp0 = learner.logprob(MESSAGES, [GOOD, BAD])

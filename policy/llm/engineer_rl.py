@@ -15,6 +15,11 @@ completion text it wrote (re-tokenised, with the end-of-reply token). A group wh
 all equal has no advantage: the step is skipped. Samples are on-policy (one update per stage),
 so no ratio clipping is needed.
 
+The n replies share one prompt (the F/G/H/T context, ~1,600 tokens against replies of ~300), so
+every pass runs the prompt once and the completions attend to its keys and values
+(``tunix_adapter.shared_prompt_logits``, the GRPO trainee's prompt groups): the same numbers as
+n full passes (``tests/test_engineer_rl.py``), for a fraction of the work.
+
 The adapter (the LoRA parameters, float32, plus rank and alpha) is saved as one safetensors
 file (``save_adapter``; atomic) and loaded back into a learner of the same model
 (``load_adapter``), so a later run can start from it. ``export(out)`` writes the merged model
@@ -45,7 +50,8 @@ def advantages(rewards: Any, eps: float = 1e-6) -> np.ndarray:
 
 
 def _logps(model: Any, tokens: Any, valid: Any) -> Any:
-    """log pi of each next token: [B, L-1] (right-padded rows; ``valid`` marks real tokens)."""
+    """log pi of each next token: [B, L-1] (right-padded rows; ``valid`` marks real tokens).
+    The plain full pass: the reference the shared-prompt pass is tested against."""
     import jax
     import jax.numpy as jnp
 
@@ -55,6 +61,22 @@ def _logps(model: Any, tokens: Any, valid: Any) -> Any:
     logits, _ = model(tokens, positions, None, attn)
     lp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
     return jnp.take_along_axis(lp, tokens[:, 1:, None], axis=-1)[..., 0]
+
+
+def _completion_logps(model: Any, tokens: Any, valid: Any, prompt: int) -> Any:
+    """log pi of each completion token, [B, L - prompt], for rows that share their first
+    ``prompt`` tokens (left-padded prompt, right-padded completions): the prompt runs once."""
+    import jax
+    import jax.numpy as jnp
+
+    from policy.llm.tunix_adapter import shared_prompt_logits
+
+    length = tokens.shape[1]
+    positions = jnp.clip(jnp.cumsum(valid, axis=-1) - 1, 0).astype(jnp.int32)
+    attn = jnp.tril(jnp.ones((length, length), bool))[None] & valid[:, None, :]
+    logits = shared_prompt_logits(model, tokens, positions, attn, prompt, tokens.shape[0])
+    lp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
+    return jnp.take_along_axis(lp, tokens[:, prompt:, None], axis=-1)[..., 0]
 
 
 def _remat(model: Any) -> None:
@@ -77,8 +99,7 @@ class EngineerLearner:
 
     def __init__(self, model: str | Path | None = None, *, rank: int = 16, alpha: float = 32.0,
                  lr: float = 1e-4, beta: float = 0.0, steps: int = 1, mesh: Any = None,
-                 loaded: tuple[Any, Any, Path] | None = None, micro: int = 1,
-                 remat: bool = True):
+                 loaded: tuple[Any, Any, Path] | None = None, remat: bool = True):
         import optax
         from flax import nnx
 
@@ -88,7 +109,6 @@ class EngineerLearner:
         base, tok, folder = A.load_model(model, self.mesh) if loaded is None else loaded
         self.base, self.tokenizer, self.folder = base, A.fix_tokenizer(tok), Path(folder)
         self.rank, self.alpha, self.beta, self.steps = rank, alpha, beta, steps
-        self.micro = max(1, int(micro))
         if remat:
             _remat(base)
         self.model = A.apply_lora(base, self.mesh, rank, alpha)
@@ -96,45 +116,27 @@ class EngineerLearner:
         self.updates = 0
         beta_ = float(beta)
 
-        def loss_fn(model, tokens, valid, cmask, adv, ref, n):
+        def loss_fn(model, tokens, valid, cmask, adv, ref, prompt):
             import jax.numpy as jnp
 
-            lp = _logps(model, tokens, valid)
+            lp = _completion_logps(model, tokens, valid, prompt)
+            n = jnp.maximum(cmask.sum(), 1.0)
             loss = -(adv[:, None] * lp * cmask).sum() / n
             d = ref - lp
             kl = ((jnp.exp(d) - d - 1.0) * cmask).sum() / n
             return loss + beta_ * kl, kl
 
-        @nnx.jit
-        def grad_rows(model, tokens, valid, cmask, adv, ref, n):
+        @nnx.jit(static_argnames="prompt")
+        def train_step(model, optimizer, tokens, valid, cmask, adv, ref, prompt):
+            """One update from the whole group (its prompt run once)."""
             grad_fn = nnx.value_and_grad(loss_fn, argnums=nnx.DiffState(0, nnx.LoRAParam),
                                          has_aux=True)
-            (loss, kl), grads = grad_fn(model, tokens, valid, cmask, adv, ref, n)
-            return loss, kl, grads
-
-        @nnx.jit
-        def apply(model, optimizer, grads):
+            (loss, kl), grads = grad_fn(model, tokens, valid, cmask, adv, ref, prompt)
             optimizer.update(model, grads)
-
-        def train_step(model, optimizer, tokens, valid, cmask, adv, ref):
-            """One update from the whole group, `micro` rows at a time (gradients summed:
-            a 2,000-token prompt's activations for 4 rows do not fit a small machine)."""
-            import jax
-            import jax.numpy as jnp
-
-            n = jnp.float32(max(float(np.asarray(cmask).sum()), 1.0))
-            total, loss, kl = None, 0.0, 0.0
-            for i in range(0, tokens.shape[0], self.micro):
-                rows = slice(i, i + self.micro)
-                part, k, grads = grad_rows(model, tokens[rows], valid[rows], cmask[rows],
-                                           adv[rows], ref[rows], n)
-                total = grads if total is None else jax.tree.map(jnp.add, total, grads)
-                loss, kl = loss + float(part), kl + float(k)
-            apply(model, optimizer, total)
             return loss, kl
 
         self._train_step = train_step
-        self._logps = nnx.jit(_logps)
+        self._completion_logps = nnx.jit(_completion_logps, static_argnames="prompt")
 
     # ------------------------------------------------------------------------ data
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
@@ -145,42 +147,40 @@ class EngineerLearner:
                                                               model="engineer"), messages)
 
     def batch(self, messages: list[dict[str, str]], texts: list[str],
-              ended: list[bool] | None = None) -> tuple[np.ndarray, ...]:
-        """(tokens, valid, completion mask) for one prompt and its completions (each closed by
-        the end-of-reply token unless ``ended`` says it was cut)."""
-        prompt = self.prompt_ids(messages)
+              ended: list[bool] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """(tokens, valid, completion mask, prompt length) for one prompt and its completions
+        (each closed by the end-of-reply token unless ``ended`` says it was cut). The prompt is
+        left-padded and the completions right-padded to multiples of ``BUCKET`` (few
+        compiles); the mask is over the completion positions."""
+        ids = self.prompt_ids(messages)
         eos = int(self.tokenizer.eos_token_id)
         pad = self.tokenizer.pad_token_id
         pad = eos if pad is None else int(pad)
         ended = [True] * len(texts) if ended is None else ended
         rows = [self.tokenizer(t, add_special_tokens=False)["input_ids"] + [eos] * bool(e)
                 for t, e in zip(texts, ended)]
-        length = len(prompt) + max(len(r) for r in rows)
-        length = -(-length // BUCKET) * BUCKET
-        tokens = np.full((len(rows), length), pad, np.int32)
-        valid = np.zeros((len(rows), length), bool)
-        cmask = np.zeros((len(rows), length - 1), np.float32)
+        prompt = -(-len(ids) // BUCKET) * BUCKET
+        width = -(-max(len(r) for r in rows) // BUCKET) * BUCKET
+        tokens = np.full((len(rows), prompt + width), pad, np.int32)
+        valid = np.zeros(tokens.shape, bool)
+        cmask = np.zeros((len(rows), width), np.float32)
+        tokens[:, prompt - len(ids):prompt] = ids
+        valid[:, prompt - len(ids):prompt] = True
         for i, r in enumerate(rows):
-            seq = prompt + r
-            tokens[i, :len(seq)] = seq
-            valid[i, :len(seq)] = True
-            cmask[i, len(prompt) - 1:len(seq) - 1] = 1.0  # predicting each completion token
-        return tokens, valid, cmask
+            tokens[i, prompt:prompt + len(r)] = r
+            valid[i, prompt:prompt + len(r)] = True
+            cmask[i, :len(r)] = 1.0
+        return tokens, valid, cmask, prompt
 
     # ------------------------------------------------------------------------ learning
     def logprob(self, messages: list[dict[str, str]], texts: list[str],
                 model: Any = None) -> np.ndarray:
         """sum_t log pi(completion | prompt) of each text (default: the LoRA model)."""
-        tokens, valid, cmask = self.batch(messages, texts)
+        tokens, valid, cmask, prompt = self.batch(messages, texts)
         with self.mesh:
-            lp = self._row_logps(self.model if model is None else model, tokens, valid)
-        return (lp * cmask).sum(-1)
-
-    def _row_logps(self, model: Any, tokens: np.ndarray, valid: np.ndarray) -> np.ndarray:
-        """`_logps` one row at a time (the logits of a long prompt are large)."""
-        return np.concatenate([np.asarray(self._logps(model, tokens[i:i + 1],
-                                                      valid[i:i + 1]))
-                               for i in range(tokens.shape[0])])
+            lp = self._completion_logps(self.model if model is None else model, tokens, valid,
+                                        prompt=prompt)
+        return (np.asarray(lp) * cmask).sum(-1)
 
     def step(self, messages: list[dict[str, str]], texts: list[str],
              rewards: Any, ended: list[bool] | None = None) -> dict[str, Any]:
@@ -191,12 +191,12 @@ class EngineerLearner:
         if not texts or not np.any(adv):
             out["skipped"] = "no advantage (the group's rewards are all equal)"
             return out
-        tokens, valid, cmask = self.batch(messages, texts, ended)
+        tokens, valid, cmask, prompt = self.batch(messages, texts, ended)
         with self.mesh:
-            ref = self._row_logps(self.base, tokens, valid)
+            ref = self._completion_logps(self.base, tokens, valid, prompt=prompt)
             for _ in range(self.steps):
                 loss, kl = self._train_step(self.model, self.optimizer, tokens, valid, cmask,
-                                            adv, ref)
+                                            adv, ref, prompt=prompt)
                 out["losses"].append(float(loss))
                 out["kl"].append(float(kl))
         self.updates += 1

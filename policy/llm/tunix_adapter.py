@@ -252,6 +252,31 @@ def _shared_prompt_tail(model: Any, tokens: Any, positions: Any, mask: Any, prom
     return jnp.concatenate([jnp.repeat(xp[:, -1:], group, 0), xc], axis=1)
 
 
+@contextlib.contextmanager
+def _reading(n: int | None, group: int | None, prompt: int | None):
+    """While a model call is traced: project the last ``n`` positions only, and run each
+    ``group``'s first ``prompt`` tokens once (what the patched ``Llama3.__call__`` reads)."""
+    old = tuple(getattr(_TAIL, k, None) for k in ("n", "group", "prompt"))
+    _TAIL.n, _TAIL.group, _TAIL.prompt = n, group, prompt
+    try:
+        yield
+    finally:
+        _TAIL.n, _TAIL.group, _TAIL.prompt = old
+
+
+def shared_prompt_logits(model: Any, tokens: Any, positions: Any, mask: Any, prompt: int,
+                         group: int) -> Any:
+    """Logits [B, C + 1, V] of the last prompt position and the C completion positions of rows
+    whose groups of ``group`` consecutive rows share their first ``prompt`` tokens, through
+    the model's own call (so a qwix LoRA, which intercepts that call, applies). With the
+    Llama patch (``logits_where_read``) each group's prompt runs once; Qwen3, unpatched, runs
+    the full pass and the same positions are sliced."""
+    tail = tokens.shape[1] - prompt + 1
+    with _reading(tail, group, prompt):
+        logits, _ = model(tokens, positions, None, mask)
+    return logits[:, -tail:]
+
+
 def logits_where_read() -> bool:
     """Project onto the vocabulary only where tunix reads the logits (idempotent; items 6
     and 7 of the module docstring). Returns whether the patch is active (False once tunix's
@@ -306,16 +331,12 @@ def logits_where_read() -> bool:
                segment_positions=None, temperature=1.0, *, tail, group):
         # tunix's function, traced with what the model call above reads; tail and group are
         # static, so a trace never serves another setting
-        old = tuple(getattr(_TAIL, k, None) for k in ("n", "group", "prompt"))
-        _TAIL.n, _TAIL.group, _TAIL.prompt = tail, group, prompt_tokens.shape[1]
-        try:
+        with _reading(tail, group, prompt_tokens.shape[1]):
             return raw(graphdef, state, prompt_tokens=prompt_tokens,
                        completion_tokens=completion_tokens, pad_id=pad_id, eos_id=eos_id,
                        images=images, stop_gradient=stop_gradient, return_logits=return_logits,
                        segment_ids=segment_ids, segment_positions=segment_positions,
                        temperature=temperature)
-        finally:
-            _TAIL.n, _TAIL.group, _TAIL.prompt = old
 
     def compute_per_token_logps(*args, **kwargs):
         a = signature.bind(*args, **kwargs).arguments
