@@ -48,6 +48,8 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "plan+cost+epochs4": (COST, {"update_epochs": 4}),
     "plan+cost+steps128": (COST, {"num_steps": 128}),
     "plan+cost+ent0.003": (COST, {"ent_coef": 0.003}),
+    "plan+cost+ent0.03": (COST, {"ent_coef": 0.03}),
+    "plan+cost+gamma0.995": (COST, {"gamma": 0.995}),
     "plan+cost+pool25": (COST, {"pool_every": 25}),
     "plan+cost+mappo+agents2-5": (COST, {"critic": "mappo"}),
     "plan+cost+mappo+view5": (COST, {"critic": "mappo"}),

@@ -248,6 +248,10 @@ def print_table(results: list[Any], title: str) -> None:
 def run_one(settings: RunSettings, out: Path, *, processes: Any = None) -> list[Any]:
     from designer.loop import ClosedLoop
 
+    if settings.learn.enabled:
+        from policy.llm.engineer_rl import prefer_memory_schedule
+
+        prefer_memory_schedule()
     loop = ClosedLoop(settings, out, processes=processes)
     if not loop.main:
         return loop.run()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,9 @@ class LearningEngineer:
             scores = iter(context.verify([p.values for p in llm_props]))
             rewards = [reward_of(next(scores), self.floor, self.ceiling) if ok else 0.0
                        for ok in usable]
+            t0 = time.perf_counter()
             record.update(self.learner.step(messages, texts, rewards, ended))
+            record["step_s"] = round(time.perf_counter() - t0, 3)
             if "skipped" not in record:
                 self.learner.save_adapter(self.adapter_path(stage))
                 self.adapter_stage = stage
