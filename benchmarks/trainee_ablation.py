@@ -30,6 +30,7 @@ import numpy as np
 
 from designer.loop import ClosedLoop
 from designer.settings import CapacitySettings, RunSettings, TaskSettings, TraineeSettings
+from policy.validation import validate
 
 COST = {"soc_cost": 0.02, "makespan_cost": 0.02}
 NO_COST = {"soc_cost": 0.0, "makespan_cost": 0.0}
@@ -74,6 +75,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", default="0", help="comma-separated seeds")
     p.add_argument("--curve", type=float, default=0.0,
                    help="also validate after every this many env steps (a learning curve)")
+    p.add_argument("--modes", default="greedy",
+                   help="how the policy acts when validated: greedy, sample, or both "
+                        "(comma-separated; a row each)")
     p.add_argument("--json", type=Path)
     return p.parse_args(argv)
 
@@ -88,8 +92,10 @@ def settings_for(name: str, seed: int, stage_steps: int) -> RunSettings:
 
 
 def run_variant(name: str, seed: int, env_steps: float, updates: int,
-                curve: float = 0.0) -> Iterator[dict[str, Any]]:
-    """One row at the end of the budget, and one after every `curve` env steps before it."""
+                curve: float = 0.0, modes: tuple[str, ...] = ("greedy",)
+                ) -> Iterator[dict[str, Any]]:
+    """One row per validation mode at the end of the budget, and after every `curve` env
+    steps before it."""
     base = TraineeSettings(**VARIANTS[name][1])
     stage_steps = updates * base.num_envs * base.num_steps
     stages = max(1, math.ceil(env_steps / stage_steps))
@@ -106,18 +112,20 @@ def run_variant(name: str, seed: int, env_steps: float, updates: int,
             seconds += time.perf_counter() - t0
             if (k + 1) % every and k + 1 < stages:
                 continue
-            v = loop.trainee.validate(runner, loop.validator, jax.random.PRNGKey(seed + 3))
-            r, meta = v.result, v.meta
-            row: dict[str, Any] = {"variant": name, "seed": seed,
-                                   "env_steps": (k + 1) * stage_steps,
-                                   "train_seconds": round(seconds, 1),
-                                   "last_stage_success": train.get("success_rate")}
-            for n in (3, 4, 5):
-                sel = meta["agents"] == n
-                row[f"valid_{n}"] = round(100 * float(np.mean(r.valid[sel])), 2)
-                row[f"optimal_{n}"] = round(100 * float(np.mean(r.optimal[sel])), 2)
-            row["disagree"] = int(np.sum(r.disagree))
-            yield row
+            for mode in modes:
+                v = validate(runner.params, loop.trainee.network, jax.random.PRNGKey(seed + 3),
+                             loop.validator, mode=mode, cfg=loop.trainee.eval_cfg)
+                r, meta = v.result, v.meta
+                row: dict[str, Any] = {"variant": name, "seed": seed, "mode": mode,
+                                       "env_steps": (k + 1) * stage_steps,
+                                       "train_seconds": round(seconds, 1),
+                                       "last_stage_success": train.get("success_rate")}
+                for n in (3, 4, 5):
+                    sel = meta["agents"] == n
+                    row[f"valid_{n}"] = round(100 * float(np.mean(r.valid[sel])), 2)
+                    row[f"optimal_{n}"] = round(100 * float(np.mean(r.optimal[sel])), 2)
+                row["disagree"] = int(np.sum(r.disagree))
+                yield row
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -129,17 +137,19 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rows = []
     for seed in (int(x) for x in a.seeds.split(",")):
         for name in names:
-            for row in run_variant(name, seed, a.env_steps, a.updates, a.curve):
+            for row in run_variant(name, seed, a.env_steps, a.updates, a.curve,
+                                   tuple(m for m in a.modes.split(",") if m)):
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 if a.json:  # after every row: a stopped run keeps what it finished
                     a.json.parent.mkdir(parents=True, exist_ok=True)
                     a.json.write_text(json.dumps({"split": "validation", "rows": rows},
                                                  indent=2))
-    print("\n| variant | seed | valid 3/4/5 % | optimal 3/4/5 % | env steps | s |")
-    print("|---|---|---|---|---|---|")
+    print("\n| variant | seed | mode | valid 3/4/5 % | optimal 3/4/5 % | env steps | s |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['variant']} | {r['seed']} | {r['valid_3']}/{r['valid_4']}/{r['valid_5']} | "
+        print(f"| {r['variant']} | {r['seed']} | {r['mode']} | "
+              f"{r['valid_3']}/{r['valid_4']}/{r['valid_5']} | "
               f"{r['optimal_3']}/{r['optimal_4']}/{r['optimal_5']} | {r['env_steps']:.3g} | "
               f"{r['train_seconds']} |")
     return rows
