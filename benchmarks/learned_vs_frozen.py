@@ -9,7 +9,7 @@ proposals that verification scored and that of the chosen one (the quantity the 
 maximises inside its [floor, ceiling] window), the share of proposals inside the window (the
 learning engineer's reward is 0 outside it), and the final held-out headline of each run
 (success % for a control family, valid % for MAPF; mean ± std over seeds). Seeds present in
-only one arm are left out. Reads the run folders only.
+only one arm, and runs not finished, are left out. Reads the run folders only.
 """
 
 from __future__ import annotations
@@ -58,9 +58,16 @@ def _mean(xs: Any) -> float | None:
     return statistics.mean(xs) if xs else None
 
 
+def finished(run: Path) -> bool:
+    """Whether every stage of the run is in its metrics (a run still going is left out)."""
+    if not (run / "metrics.jsonl").is_file():
+        return False
+    stages = json.loads((run / "run.json").read_text())["settings"]["stages"]
+    return len((run / "metrics.jsonl").read_text().splitlines()) >= stages
+
+
 def summarise(arms: dict[str, Path]) -> dict[str, Any]:
-    seeds = sorted(set.intersection(*({p.name for p in root.glob("seed*")
-                                       if (p / "metrics.jsonl").is_file()}
+    seeds = sorted(set.intersection(*({p.name for p in root.glob("seed*") if finished(p)}
                                       for root in arms.values())))
     result: dict[str, Any] = {"seeds": seeds, "arms": {}}
     for arm, root in arms.items():
