@@ -5,6 +5,7 @@ engineer wraps the llm engineer. Tiny random-weight model (tests/tiny_tunix.py),
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -35,16 +36,30 @@ def test_advantages():
     assert not np.any(advantages([0.2, 0.2, 0.2]))
 
 
+def _logps(model: Any, tokens: Any, valid: Any) -> Any:
+    """log pi of each next token: [B, L-1] (right-padded rows; ``valid`` marks real tokens).
+    The plain full pass: the reference the shared-prompt pass is tested against."""
+    import jax
+    import jax.numpy as jnp
+
+    length = tokens.shape[1]
+    positions = jnp.clip(jnp.cumsum(valid, axis=-1) - 1, 0).astype(jnp.int32)
+    attn = jnp.tril(jnp.ones((length, length), bool))[None] & valid[:, None, :]
+    logits, _ = model(tokens, positions, None, attn)
+    lp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
+    return jnp.take_along_axis(lp, tokens[:, 1:, None], axis=-1)[..., 0]
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
 def test_prompt_runs_once_and_gives_the_full_passes_numbers(family, tmp_path, monkeypatch):
     """The group's replies share one prompt: each layer sees the prompt once (batch 1) and the
     completions per row, and the completion log-probs and the LoRA gradient of a weighted loss
-    equal n full passes (the plain reference ``_logps``)."""
+    equal n full passes (the plain reference ``_logps`` above)."""
     import jax
     import jax.numpy as jnp
     from flax import nnx
 
-    from policy.llm.engineer_rl import EngineerLearner, _completion_logps, _logps
+    from policy.llm.engineer_rl import EngineerLearner, _completion_logps
     from tests.tiny_tunix import tiny_folder
 
     monkeypatch.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))

@@ -75,20 +75,6 @@ def advantages(rewards: Any, eps: float = 1e-6) -> np.ndarray:
     return ((r - r.mean()) / (std + eps)).astype(np.float32)
 
 
-def _logps(model: Any, tokens: Any, valid: Any) -> Any:
-    """log pi of each next token: [B, L-1] (right-padded rows; ``valid`` marks real tokens).
-    The plain full pass: the reference the shared-prompt pass is tested against."""
-    import jax
-    import jax.numpy as jnp
-
-    length = tokens.shape[1]
-    positions = jnp.clip(jnp.cumsum(valid, axis=-1) - 1, 0).astype(jnp.int32)
-    attn = jnp.tril(jnp.ones((length, length), bool))[None] & valid[:, None, :]
-    logits, _ = model(tokens, positions, None, attn)
-    lp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
-    return jnp.take_along_axis(lp, tokens[:, 1:, None], axis=-1)[..., 0]
-
-
 def _completion_logps(model: Any, tokens: Any, valid: Any, prompt: int) -> Any:
     """log pi of each completion token, [B, L - prompt], for rows that share their first
     ``prompt`` tokens (left-padded prompt, right-padded completions): the prompt runs once."""
