@@ -23,6 +23,7 @@ from typing import Any
 
 def stage_scores(run: Path) -> list[dict[str, Any]]:
     """Per proposing stage: the proposals' scores and the chosen one's."""
+    verify = json.loads((run / "run.json").read_text())["settings"]["verify"]
     out = []
     for stage in sorted((run / "stages").iterdir()):
         cands_file = stage / "candidates.json"
@@ -33,12 +34,11 @@ def stage_scores(run: Path) -> list[dict[str, Any]]:
             continue
         choice = json.loads((stage / "choice.json").read_text())
         scores = [c["score"] for c in cands]
-        verify = json.loads((run / "run.json").read_text())["settings"]["verify"]
-        inside = [verify["floor"] <= s.get("p", s["success"]) <= verify["ceiling"]
-                  for s in scores]
+        ps = [s.get("p", s["success"]) for s in scores]  # the signal the window reads
+        inside = [verify["floor"] <= p <= verify["ceiling"] for p in ps]
         chosen = choice.get("index")
         out.append({"stage": int(stage.name),
-                    "p": [round(s.get("p", s["success"]), 4) for s in scores],
+                    "p": [round(p, 4) for p in ps],
                     "mean_learnability": statistics.mean(s["learnability"] for s in scores),
                     "chosen_learnability": scores[chosen]["learnability"]
                     if chosen is not None else None,
