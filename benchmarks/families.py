@@ -19,13 +19,16 @@ included:
 - ``ours_fresh``: `env.step`, every episode on a freshly generated variant.
 
 Where our time goes (``--explain``; a benchmark-only wrapper, not a library path): the shared
-auto-reset (`jaxenv.wrappers.LevelReset`) splits its key once per step, as gymnax does, and
-`PoolParams.sample` reads the level index from the reset key's bits (no extra hashing: on CPU a
-threefry call costs about as much as a classic-control step). ``same_level``: `PoolReset` whose
-envs always restart on one level (no index, no gather).
+auto-reset (`jaxenv.wrappers.LevelReset`) splits two keys per step, as gymnax does, and
+`PoolParams.sample` reads the level index from the reset key's own bits (no extra hashing: on
+CPU a threefry call costs about as much as a classic-control step; a third key cost CartPole
+about 10 %); a family's level class says whether its pool is gathered by rows or by leaf
+(`jaxenv.levels.take_rows`). ``same_level``: `PoolReset` whose envs always restart on one
+level (no index, no gather).
 
-Every figure is the median of ``--repeats`` timed calls after a compile-and-warm-up call; the
-three kinds are timed in turn within each repeat, so load on the machine hits them alike.
+Every figure is the median of ``--repeats`` timed calls (default: enough for a few seconds per
+kind, at least 7) after a compile-and-warm-up call; the kinds are timed in turn within each
+repeat, so load on the machine hits them alike.
 Each repeat uses new variants (new params, new pool), and ``recompiles_after_warmup`` counts
 the XLA compilations (`jaxenv.compiles.count_compiles`) over all timed repeats.
 """
@@ -55,6 +58,9 @@ from jaxenv.levels import PoolParams
 from jaxenv.wrappers import PoolReset
 
 STEPS = 100
+# A gymnax call takes ~30 ms: seven of them gave ratios 0.84-0.96 run to run on one build;
+# ten seconds of calls per kind (Brax: 7-17 calls) keep the median within about 0.03.
+MIN_TIMED_S = 10.0
 
 
 def dr_config(env: ControlEnv) -> Any:
@@ -174,14 +180,19 @@ def make_runners(env: ControlEnv, b: int, pool_size: int,
     return runners
 
 
-def bench_family(name: str, b: int, repeats: int, pool_size: int,
+def bench_family(name: str, b: int, repeats: int | None, pool_size: int,
                  explain: bool = False) -> dict[str, Any]:
+    """repeats None: as many timed calls as fill about `MIN_TIMED_S` per kind (7 to 101)."""
     env = make(name)
     runners = make_runners(env, b, pool_size, explain)
     t0 = time.perf_counter()
     for f in runners.values():
         jax.block_until_ready(f(jax.random.PRNGKey(0)))
     compile_s = time.perf_counter() - t0
+    if repeats is None:
+        t = time.perf_counter()
+        jax.block_until_ready(runners["raw"](jax.random.PRNGKey(0)))
+        repeats = int(np.clip(np.ceil(MIN_TIMED_S / (time.perf_counter() - t)), 7, 101))
     times: dict[str, list[float]] = {k: [] for k in runners}
     with count_compiles() as c:
         for r in range(repeats):
@@ -206,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ap.add_argument("--quick", action="store_true", help="B=512, 3 repeats (a smoke run)")
     ap.add_argument("--batch", type=int, default=None, help="envs per batch (default 4096)")
-    ap.add_argument("--repeats", type=int, default=None, help="timed calls (default 7)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help=f"timed calls (default: about {MIN_TIMED_S:g} s of calls per kind, "
+                         "7 to 101; 3 with --quick)")
     ap.add_argument("--explain", action="store_true",
                     help="also time the same_level kinds (where the overhead goes)")
     ap.add_argument("--brax-batch", type=int, default=None,
@@ -215,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="default: the gymnax families, plus brax's if brax is installed")
     args = ap.parse_args(argv)
     b = args.batch or (512 if args.quick else 4096)
-    repeats = args.repeats or (3 if args.quick else 7)
+    repeats = args.repeats or (3 if args.quick else None)
     out: dict[str, Any] = {"families": {}, "meta": {
         "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
         "cpu_count": os.cpu_count(), "python": platform.python_version(),

@@ -36,6 +36,10 @@ from jaxenv.levels import PoolParams
 class LevelReset(GymnaxWrapper):
     """Auto-reset onto levels chosen by `sample_level` (subclasses say from where)."""
 
+    #: `sample_level` reads its key's raw bits and never hashes it, so the level draw may share
+    #: the reset's key (which the reset hashes): one key fewer to split per env step.
+    level_from_key_bits: bool = False
+
     def sample_level(self, key: jax.Array, params: Any) -> Any:
         """The level of the next episode."""
         raise TypeError(f"{type(self).__name__} must define sample_level")
@@ -47,7 +51,7 @@ class LevelReset(GymnaxWrapper):
     @partial(jax.jit, static_argnames=("self",))
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
         params = self.default_params if params is None else params
-        k_level, k_reset = jax.random.split(key)
+        k_level, k_reset = (key, key) if self.level_from_key_bits else jax.random.split(key)
         return self._restart(k_level, k_reset, params)
 
     def _restart(self, k_level: jax.Array, k_reset: jax.Array, params: Any) -> tuple[Any, Any]:
@@ -59,13 +63,19 @@ class LevelReset(GymnaxWrapper):
         """gymnax's step: a finished episode restarts on a sampled level.
 
         The observation is built once, of the state that is kept; `info["final_observation"]`
-        (the observation before the reset) costs nothing unless it is used. One key split per
-        step, as gymnax's own `step` (a reset computed under `vmap` runs every step, and on a
-        classic-control task each threefry call costs about as much as the physics).
+        (the observation before the reset) costs nothing unless it is used. Keys: the reset
+        computed under `vmap` runs every step, and on a classic-control task each threefry call
+        costs about as much as the physics, so a level draw that reads raw key bits shares the
+        reset's key (`level_from_key_bits`) and the step splits two keys, as gymnax's own
+        `step` (a third key cost CartPole about 10 % of its rate, `benchmarks/families.py`).
         """
         params = self.default_params if params is None else params
         cfg = self.config(params)
-        key_step, key_reset, key_level = jax.random.split(key, 3)
+        if self.level_from_key_bits:
+            key_step, key_reset = jax.random.split(key)
+            key_level = key_reset
+        else:
+            key_step, key_reset, key_level = jax.random.split(key, 3)
         obs_st, state_st, reward, terminated, info = self._env.step_env(key_step, state, action,
                                                                         cfg)
         truncated = self._env.is_truncated(state_st, cfg)
@@ -89,7 +99,12 @@ class AutoReset(LevelReset):
 
 
 class PoolReset(LevelReset):
-    """Every episode on a random level of the pool in its params (`jaxenv.levels.PoolParams`)."""
+    """Every episode on a random level of the pool in its params (`jaxenv.levels.PoolParams`).
+
+    The level index is read from the reset key's raw bits (`PoolParams.sample`), which the
+    reset itself only hashes: independent draws from one key."""
+
+    level_from_key_bits = True
 
     @property
     def default_params(self) -> PoolParams:

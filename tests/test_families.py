@@ -263,6 +263,48 @@ def test_trainee_contract(name):
     assert broadcast(cfg, 2).__class__ is type(cfg)
 
 
+def test_pool_restart_draws_level_and_start_independently_from_one_key():
+    """`PoolReset` reads the level index from the reset key's raw bits and the reset hashes
+    the same key: over many restarts the index is uniform and independent of the start state
+    (a correlation would bias which starts each level gets)."""
+    env = make("cartpole")
+    cfg = env.default_params
+    pool = env.family.levels(np.array([[9.8, 1.0, 0.1, 0.5, 10.0],
+                                       [9.8, 1.0, 0.1, 1.5, 10.0]]))
+    pp = PoolParams(cfg=cfg, pool=pool, lo=jnp.int32(0), count=jnp.int32(2))
+    wrapped = PoolReset(env)
+    keys = jax.random.split(jax.random.PRNGKey(3), 8192)
+    _, s0 = jax.vmap(wrapped.reset, in_axes=(0, None))(keys, pp)
+    # step every env at its time limit, so the auto-reset branch is the one kept
+    s0 = s0.replace(env=s0.env.replace(time=jnp.full_like(s0.env.time, env.horizon)))
+    step = jax.vmap(wrapped.step, in_axes=(0, 0, None, None))
+    _, s1, *_ = step(jax.random.split(jax.random.PRNGKey(4), 8192), s0, jnp.zeros(1, jnp.int32),
+                     pp)
+    for s in (s0, s1):
+        if s is s1:
+            assert np.all(np.asarray(s.env.time) == 0)  # restarted
+        second = np.asarray(s.level.length) > 1.0
+        right = np.asarray(s.env.x) > 0
+        assert abs(second.mean() - 0.5) < 0.03
+        assert abs(np.corrcoef(second, right)[0, 1]) < 0.05
+
+
+@pytest.mark.parametrize("name", ["pendulum", "cartpole"])
+def test_pool_gather_by_leaf_or_row_gives_the_same_levels(name):
+    """A family's `gather_rows` choice changes speed, never the level read."""
+    from jaxenv.batching import take
+    from jaxenv.levels import take_rows
+    env = make(name)
+    pool = jax.vmap(env.generate, in_axes=(0, None))(
+        jax.random.split(jax.random.PRNGKey(0), 16), env.default_params.replace(
+            **{f"{p.name}_max": jnp.float32(p.high) for p in env.family.params}))
+    idx = jnp.array([3, 0, 15, 7], jnp.int32)
+    got, want = jax.vmap(lambda i: take_rows(pool, i))(idx), take(pool, idx)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert type(pool).gather_rows is (name == "cartpole")
+
+
 def test_unknown_family_is_a_clear_error():
     with pytest.raises(ValueError, match="known: cartpole"):
         make("cartpol")

@@ -167,13 +167,19 @@ def constant_cause(outcomes: Sequence[str], outcome: str) -> Callable[[Any, Any]
     return lambda state, params: index
 
 
-def level_class(family_name: str, params: Sequence[Param], module: str) -> type:
+def level_class(family_name: str, params: Sequence[Param], module: str,
+                gather_rows: bool = True) -> type:
     """The level pytree of a family: one float32 array per varied parameter (see
-    `range_config_class` for why it is built once and stored in its module)."""
+    `range_config_class` for why it is built once and stored in its module).
+
+    `gather_rows`: how a level pool is read (`jaxenv.levels.take_rows`): one gather of a row
+    of all parameters, or one per parameter; set by the family from `benchmarks/families.py
+    --explain`, whichever keeps its pooled step closer to the raw env's rate."""
     fields = {p.name: jax.Array for p in params}
     doc = f"One {family_name} physics variant: the value of each varied parameter."
     cls = struct.dataclass(type(f"{family_name}Level", (), {
-        "__annotations__": fields, "__module__": module, "__doc__": doc}))
+        "__annotations__": fields, "__module__": module, "__doc__": doc,
+        "gather_rows": gather_rows}))
     setattr(sys.modules[module], cls.__name__, cls)
     return cls
 

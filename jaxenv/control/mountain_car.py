@@ -44,7 +44,8 @@ def build_level(v: Mapping[str, jax.Array]) -> mountain_car.EnvParams:
 
 
 
-MountainCarLevel = level_class("MountainCar", PARAMS, __name__)
+MountainCarLevel = level_class("MountainCar", PARAMS, __name__,
+                              gather_rows=False)
 FAMILY = Family(
     name="mountaincar", gym_id="MountainCar-v0", raw=mountain_car.MountainCar, params=PARAMS,
     build=build_level, level_cls=MountainCarLevel, outcomes=OUTCOMES,

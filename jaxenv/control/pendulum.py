@@ -50,7 +50,8 @@ def build_level(v: Mapping[str, jax.Array]) -> pendulum.EnvParams:
 
 
 
-PendulumLevel = level_class("Pendulum", PARAMS, __name__)
+PendulumLevel = level_class("Pendulum", PARAMS, __name__,
+                           gather_rows=False)
 FAMILY = Family(
     name="pendulum", gym_id="Pendulum-v1", raw=pendulum.Pendulum, params=PARAMS, build=build_level,
     level_cls=PendulumLevel, outcomes=OUTCOMES, cause=constant_cause(OUTCOMES, TIME_LIMIT),
