@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--model", default=None, help="model folder or .gguf (default SmolLM2)")
     ap.add_argument("--steps", type=int, default=None, help="GRPO steps of the learning run")
     ap.add_argument("--sft-steps", type=int, default=None, help="warm-start steps")
+    ap.add_argument("--prompts-per-step", type=int, default=1,
+                    help="prompts (each with a group of 4 samples) per GRPO step of the "
+                         "learning run: more prompts, less noise in each step's signal")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timing-only", action="store_true",
                     help="only part 1 (grpo_step_s, sample_tokens_per_s, peak_rss_gib)")
@@ -119,10 +122,12 @@ def main(argv: list[str] | None = None) -> dict:
         out["sft_loss_first"], out["sft_loss_last"] = losses[0], losses[-1]
         out["sft_steps"] = sft_steps
     t = GRPOTrainee(lm, tok, stage, GRPOSettings(
-        steps=steps, prompts_per_step=1, group=easy.group, max_new_tokens=easy.max_new_tokens,
+        steps=steps, prompts_per_step=args.prompts_per_step, group=easy.group,
+        max_new_tokens=easy.max_new_tokens,
         max_prompt_tokens=easy.max_prompt_tokens, seed=args.seed), mesh)
     log = t.train()
     out["steps"] = steps
+    out["prompts_per_step"] = args.prompts_per_step
     out["reward"] = [round(x, 4) for x in log.reward]
     out["accuracy"] = [round(x, 4) for x in log.accuracy]
     out["reward_first"] = float(np.mean(log.reward[:5]))
@@ -217,12 +222,14 @@ def plot(out: dict, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     x = np.arange(1, len(out["reward"]) + 1)
     reward = np.asarray(out["reward"])
-    ax.plot(x, reward, "o-", label="total reward (mean of 4 samples, 1 prompt)", alpha=0.6)
+    n = out.get("prompts_per_step", 1)
+    ax.plot(x, reward, "o-", label=f"total reward (mean of {n} x 4 samples)", alpha=0.6)
     ax.plot(x, out["accuracy"], "s--", label="accuracy reward", alpha=0.4)
-    w = min(5, len(reward))  # each step has one prompt: the trend is in the running mean
+    w = min(5, len(reward))  # a step has few prompts: the trend is in the running mean
     ax.plot(x[w - 1:], np.convolve(reward, np.ones(w) / w, "valid"), "k-", lw=2,
             label=f"total reward, running mean of {w} steps")
-    start = "SFT warm start" if out["warm_start"] else "base model"
+    start = (f"a {out['sft_steps']}-step SFT warm start" if out["warm_start"]
+             else "the base model")
     ax.set(xlabel="GRPO step", ylabel="reward", ylim=(-0.05, 1.05))
     ax.set_title(f"GRPO, SmolLM2-135M + LoRA 16, 2 agents on 3x3\n(from {start})", fontsize=10)
     ax.legend(fontsize=7, loc="upper left")
