@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxenv.batching import broadcast
+from jaxenv.batching import broadcast, take
 from jaxenv.compiles import count_compiles
 from jaxenv.control import NAMES, make
 from jaxenv.control.evaluate import play
 from jaxenv.control.family import NONFINITE, RUNNING
-from jaxenv.levels import PoolParams
+from jaxenv.levels import PoolParams, take_rows
 from jaxenv.wrappers import AutoReset, PoolReset, multi_agent
 
 T = 25  # steps compared in trajectory tests
@@ -292,8 +292,6 @@ def test_pool_restart_draws_level_and_start_independently_from_one_key():
 @pytest.mark.parametrize("name", ["pendulum", "cartpole"])
 def test_pool_gather_by_leaf_or_row_gives_the_same_levels(name):
     """A family's `gather_rows` choice changes speed, never the level read."""
-    from jaxenv.batching import take
-    from jaxenv.levels import take_rows
     env = make(name)
     pool = jax.vmap(env.generate, in_axes=(0, None))(
         jax.random.split(jax.random.PRNGKey(0), 16), env.default_params.replace(
