@@ -9,7 +9,8 @@ proposals that verification scored and that of the chosen one (the quantity the 
 maximises inside its [floor, ceiling] window), the share of proposals inside the window (the
 learning engineer's reward is 0 outside it), and the final held-out headline of each run
 (success % for a control family, valid % for MAPF; mean ± std over seeds). Seeds present in
-only one arm, and runs not finished, are left out. Reads the run folders only.
+only one arm, and runs not finished, are left out. Reads the run folders only, each once
+(`designer.report.load_run`).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from designer.report import Run, load_run
 
-def stage_scores(run: Path) -> list[dict[str, Any]]:
+
+def stage_scores(run: Run) -> list[dict[str, Any]]:
     """Per proposing stage: the proposals' scores and the chosen one's."""
-    verify = json.loads((run / "run.json").read_text())["settings"]["verify"]
+    verify = run.settings["verify"]
     out = []
-    for stage in sorted((run / "stages").iterdir()):
+    for stage in sorted((run.path / "stages").iterdir()):
         cands_file = stage / "candidates.json"
         if not cands_file.is_file():
             continue
@@ -46,10 +49,9 @@ def stage_scores(run: Path) -> list[dict[str, Any]]:
     return out
 
 
-def heldout(run: Path) -> float:
+def heldout(run: Run) -> float:
     """The last stage's held-out headline: success % (control) or valid % (MAPF)."""
-    last = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][-1]
-    overall = last["heldout_overall"]
+    overall = run.stages[-1]["heldout_overall"]
     return float(overall["success"] if "success" in overall else overall["valid"])
 
 
@@ -58,20 +60,26 @@ def _mean(xs: Any) -> float | None:
     return statistics.mean(xs) if xs else None
 
 
-def finished(run: Path) -> bool:
-    """Whether every stage of the run is in its metrics (a run still going is left out)."""
-    if not (run / "metrics.jsonl").is_file():
-        return False
-    stages = json.loads((run / "run.json").read_text())["settings"]["stages"]
-    return len((run / "metrics.jsonl").read_text().splitlines()) >= stages
+def finished_runs(root: Path) -> dict[str, Run]:
+    """seed folder name -> run, for the runs whose every stage is finished (a run still going,
+    or not started, is left out); each run folder is read once (`designer.report.load_run`)."""
+    out = {}
+    for path in sorted(root.glob("seed*")):
+        try:
+            run = load_run(path)
+        except ValueError:  # not a run folder yet, or no finished stage
+            continue
+        if len(run.stages) >= run.settings["stages"]:
+            out[path.name] = run
+    return out
 
 
 def summarise(arms: dict[str, Path]) -> dict[str, Any]:
-    seeds = sorted(set.intersection(*({p.name for p in root.glob("seed*") if finished(p)}
-                                      for root in arms.values())))
+    found = {arm: finished_runs(root) for arm, root in arms.items()}
+    seeds = sorted(set.intersection(*(set(f) for f in found.values())))
     result: dict[str, Any] = {"seeds": seeds, "arms": {}}
-    for arm, root in arms.items():
-        runs = {s: {"heldout_success": heldout(root / s), "stages": stage_scores(root / s)}
+    for arm, fin in found.items():
+        runs = {s: {"heldout_success": heldout(fin[s]), "stages": stage_scores(fin[s])}
                 for s in seeds}
         finals = [r["heldout_success"] for r in runs.values()]
         per_stage = [r["stages"] for r in runs.values()]
