@@ -71,6 +71,8 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "max-agents": ("capacity.max_agents", int, "agent slots in training"),
     "view-radius": ("capacity.view_radius", int, "radius of each agent's view"),
     "max-steps": ("capacity.max_steps", int, "longest episode"),
+    "cost-to-go": ("capacity.cost_to_go", on_off, "on/off: MAPF agents observe their "
+                   "shortest-path distance to the goal and which moves shorten it"),
     "envs": ("trainee.num_envs", int, "parallel environments"),
     "pool-every": ("trainee.pool_every", int, "a fresh pool of levels every this many PPO "
                    "updates (0: one pool a stage)"),
@@ -264,6 +266,15 @@ def run_one(settings: RunSettings, out: Path, *, processes: Any = None) -> list[
     return results
 
 
+def saved_settings(run_json: Path) -> RunSettings:
+    """The settings a run folder was started with. Runs saved before an option existed ran
+    without it: `capacity.cost_to_go` (default on since) is off where run.json lacks it, so a
+    resumed run rebuilds the network its checkpoints were trained with."""
+    data = json.loads(run_json.read_text())["settings"]
+    data.setdefault("capacity", {}).setdefault("cost_to_go", False)
+    return settings_from(data)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from designer.report import write_report
 
@@ -271,7 +282,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_json = args.resume / "run.json"
         if not run_json.is_file():
             raise CliError(f"--resume {args.resume}: not a run folder (no run.json)")
-        settings = settings_from(json.loads(run_json.read_text())["settings"])
+        settings = saved_settings(run_json)
         out = args.resume
     else:
         settings = build_settings(args)
@@ -315,7 +326,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             s = build_settings(args).model_copy(update={"engineer": eng, "seed": seed})
             d = out / eng / f"seed{seed}"
             if (d / "run.json").exists():
-                old = settings_from(json.loads((d / "run.json").read_text())["settings"])
+                old = saved_settings(d / "run.json")
                 if old != s:
                     raise CliError(f"{d} holds a run with other settings; use another --out")
             run_one(s, d)

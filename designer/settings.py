@@ -34,6 +34,10 @@ class CapacitySettings(Strict):
     max_agents: int = Field(2, ge=1, le=64, description="Agent slots in training (static).")
     view_radius: int = Field(3, ge=0, le=8, description="Radius of each agent's local view.")
     max_steps: int = Field(128, ge=1, le=4096, description="Longest episode (static).")
+    # On by default: it won the trainee ablation on the validation split (docs/trainee.md).
+    cost_to_go: bool = Field(True, description="MAPF agents also observe their shortest-path "
+                             "distance to their goal and which moves shorten it (a BFS per "
+                             "level, jaxenv.mapf.Capacity.cost_to_go).")
 
 
 class TraineeSettings(Strict):

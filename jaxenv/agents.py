@@ -13,6 +13,8 @@ The protocol (`MultiAgentEnv`) is small on purpose:
 - `agent_obs(obs, state, with_global=False) -> AgentObs` (unbatched; vmap it);
 - `outcomes` (names of the ways an episode ends; index 0 is the task's success or normal end)
   and `outcome(info, terminated, truncated) -> [] int32` (which one this ending was);
+- optionally `prepare_levels(levels)` (a batch of stored levels in the env's own form, e.g.
+  MAPF adds the distance fields its cost-to-go observation reads; `policy.evaluate` calls it);
 - `episode_metrics(state) -> dict[str, []]` (per-episode numbers read at the end, e.g. MAPF's
   valid/optimal/makespan) and `trace(state)` (what a recorded trajectory keeps per time step).
 """

@@ -109,6 +109,8 @@ class Evaluator:
         if not has_levels(self.env):
             raise TypeError(f"{self.env.name} has no levels: evaluate takes a batch of its "
                             f"configs, got {type(x).__name__}")
+        if hasattr(self.env, "prepare_levels"):  # derived fields the env's observation needs
+            x = self.env.prepare_levels(x)
         self._check_levels(x)
         return self._levels(params, x, key, self.cfg if cfg is None else cfg, mode=mode)
 

@@ -35,3 +35,22 @@ def toward_goal_policy(net: ActorCritic, env) -> dict:
     return {"params": {**p, "torso0": {**p["torso0"], "kernel": t0},
                        "torso1": {**p["torso1"], "kernel": t1},
                        "pi": {**p["pi"], "kernel": pi}}}
+
+
+def follow_cost_to_go_policy(net: ActorCritic, env) -> dict:
+    """Takes a move that shortens its BFS distance to the goal (`MAPFObs.cost_to_go`: -1 in
+    the move's feature), stays on its goal; needs an env with `Capacity.cost_to_go`."""
+    p = zero_params(net, env)["params"]
+    view = (2 * env.cap.view_radius + 1) ** 2 * 4
+    ctg = view + 4  # vec: dr, dc, at goal, distance, then up, down, left, right
+    t0 = p["torso0"]["kernel"]
+    for k in range(4):  # hidden unit k fires when move k + 1 shortens the distance
+        t0 = t0.at[ctg + k, k].set(-1.0)
+    t0 = t0.at[view + 2, 4].set(1.0)  # at its goal
+    t1 = p["torso1"]["kernel"].at[jnp.arange(5), jnp.arange(5)].set(1.0)
+    pi = p["pi"]["kernel"]
+    for k, a in enumerate((UP, DOWN, LEFT, RIGHT, STAY)):
+        pi = pi.at[k, a].set(100.0)
+    return {"params": {**p, "torso0": {**p["torso0"], "kernel": t0},
+                       "torso1": {**p["torso1"], "kernel": t1},
+                       "pi": {**p["pi"], "kernel": pi}}}

@@ -80,3 +80,24 @@ def test_pool_every_flag_reaches_the_trainer_and_is_bounded():
     assert build_settings(p.parse_args([])).trainee.pool_every == 0
     with pytest.raises(CliError, match="bad value for trainee.pool_every"):
         build_settings(p.parse_args(["--pool-every", "-1"]))
+
+
+def test_cost_to_go_flag_and_runs_saved_before_it(tmp_path):
+    """`--cost-to-go on|off` sets the capacity (default on); a run.json saved before the
+    option existed resumes with it off, as that run was trained."""
+    import json
+
+    from designer.cli import Parser, add_run_flags, build_settings, saved_settings
+
+    p = Parser()
+    add_run_flags(p)
+    assert build_settings(p.parse_args([])).capacity.cost_to_go
+    s = build_settings(p.parse_args(["--cost-to-go", "off"]))
+    assert not s.capacity.cost_to_go
+    old = build_settings(p.parse_args([])).model_dump()
+    del old["capacity"]["cost_to_go"]
+    (tmp_path / "run.json").write_text(json.dumps({"settings": old}))
+    assert saved_settings(tmp_path / "run.json").capacity.cost_to_go is False
+    new = build_settings(p.parse_args([])).model_dump()
+    (tmp_path / "run.json").write_text(json.dumps({"settings": new}))
+    assert saved_settings(tmp_path / "run.json").capacity.cost_to_go is True

@@ -37,12 +37,14 @@ def mapf_task(settings: Any) -> Task:
 
     cap = settings.capacity
     env = MAPFFrozenLake(Capacity(max_size=cap.max_size, max_agents=cap.max_agents,
-                                  view_radius=cap.view_radius, max_steps=cap.max_steps))
+                                  view_radius=cap.view_radius, max_steps=cap.max_steps,
+                                  cost_to_go=cap.cost_to_go))
     space = preset_space(env.config_space, settings.preset)
     space = space.with_editable(space.editable_names(), pin=settings.task.pins())
-    validator = load_validator("validation", view_radius=cap.view_radius,
-                               max_steps=cap.max_steps)
-    heldout = load_validator("heldout", view_radius=cap.view_radius, max_steps=cap.max_steps)
+    seen = {"view_radius": cap.view_radius, "max_steps": cap.max_steps,
+            "cost_to_go": cap.cost_to_go}
+    validator = load_validator("validation", **seen)
+    heldout = load_validator("heldout", **seen)
     # Validation and held-out levels are played under the run's own rules and rewards.
     vspace = validator.env.config_space
     eval_cfg = vspace.to_config(dict(vspace.default(), **settings.task.pins()))

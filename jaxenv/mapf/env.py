@@ -28,14 +28,15 @@ from gymnax.environments import environment, spaces
 from jaxenv.agents import AgentObs
 from jaxenv.mapf import rules, views
 from jaxenv.mapf.config import FAIL, FREEZE, Capacity, MAPFConfig, make_config_space
-from jaxenv.mapf.generator import generate
-from jaxenv.mapf.grid import in_grid_mask
+from jaxenv.mapf.generator import generate, with_distances
+from jaxenv.mapf.grid import DIST_INF, in_grid_mask
 from jaxenv.mapf.level import Level
 from jaxenv.mapf.rules import CAUSES, TIMEOUT
 from jaxenv.wrappers import AutoReset
 
 VIEW_CHANNELS = ("obstacle", "other_agents", "own_goal", "other_goals")
 GLOBAL_CHANNELS = ("obstacle", "agents", "goals", "agents_at_goal")
+CTG_MAX = 4.0  # the observed distance / max_size is clipped here (long detours in a maze)
 
 
 @struct.dataclass
@@ -59,6 +60,10 @@ class MAPFObs:
     agent_mask: jax.Array  # [A] bool: the agent exists in this level
     at_goal: jax.Array  # [A] bool: stands on its goal
     acting: jax.Array  # [A] bool: its action has an effect (not frozen by the freeze rule)
+    # [A, 5] float32 with `Capacity.cost_to_go`, else None: the agent's shortest-path distance
+    # to its goal / max_size, then per move (up, down, left, right) -1 if it shortens that
+    # distance and +1 if not (a hole or the edge counts as +1)
+    cost_to_go: jax.Array | None = None
 
 
 def on_goal(state: MAPFState) -> jax.Array:
@@ -119,11 +124,26 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
             "agent_mask": spaces.Box(0, 1, (a,), jnp.bool_),
             "at_goal": spaces.Box(0, 1, (a,), jnp.bool_),
             "acting": spaces.Box(0, 1, (a,), jnp.bool_),
+            **({"cost_to_go": spaces.Box(-1.0, float(CTG_MAX), (a, 5), jnp.float32)}
+               if self.cap.cost_to_go else {}),
         })
 
     def generate(self, key: jax.Array, cfg: MAPFConfig) -> Level:
         """A fresh level from `cfg` at this env's capacity (see `jaxenv.mapf.generator`)."""
         return generate(key, cfg, self.cap)
+
+    def prepare_levels(self, levels: Any) -> Any:
+        """A batch of stored levels in this env's form: distances added where it observes the
+        cost-to-go and dropped where it does not (so levels from disk, the held-out set or
+        another capacity pass `policy.evaluate`'s shape check). Anything else is returned as
+        is, for the caller's own check to reject."""
+        if not isinstance(levels, Level):
+            return levels
+        if not self.cap.cost_to_go:
+            return levels.replace(dist=None)
+        if levels.dist is None:
+            return jax.jit(jax.vmap(with_distances))(levels)
+        return levels
 
     def reset_env(self, key: jax.Array, params: MAPFConfig) -> tuple[MAPFObs, MAPFState]:
         """A fresh level drawn from this env's own config."""
@@ -135,6 +155,8 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         """Start an episode on a given level (evaluation on fixed levels)."""
         del key
         a = self.cap.max_agents
+        if self.cap.cost_to_go and level.dist is None:  # levels stored without distances
+            level = with_distances(level)
         active = level.agent_mask()
         home = active & jnp.all(level.starts == level.goals, -1)
         state = MAPFState(
@@ -236,7 +258,24 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         goal_vec = jnp.where(active[:, None], (lv.goals - state.pos) / s, 0.0)
         at_goal = on_goal(state)
         return MAPFObs(view=views.astype(jnp.uint8), goal_vec=goal_vec.astype(jnp.float32),
-                       agent_mask=active, at_goal=at_goal, acting=active & ~state.frozen)
+                       agent_mask=active, at_goal=at_goal, acting=active & ~state.frozen,
+                       cost_to_go=self.cost_to_go(state) if self.cap.cost_to_go else None)
+
+    def cost_to_go(self, state: MAPFState) -> jax.Array:
+        """[A, 5] float32 (`MAPFObs.cost_to_go`): five reads of the level's distance fields."""
+        lv, s = state.level, self.cap.max_size
+        cells = state.pos[:, None, :] + rules.DELTAS[None]  # [A, 5, 2]: stay, then the moves
+        inside = rules.in_bounds(cells, lv.size)
+        c = jnp.clip(cells, 0, s - 1)
+        d = lv.dist[jnp.arange(self.cap.max_agents)[:, None], c[..., 0], c[..., 1]]
+        d = d.astype(jnp.int32)
+        reachable = d[:, :1] < DIST_INF
+        shorter = inside[:, 1:] & (d[:, 1:] < d[:, :1])
+        moves = jnp.where(shorter, -1.0, 1.0)
+        here = jnp.minimum(d[:, :1] / s, CTG_MAX)
+        out = jnp.concatenate([here, moves], -1)
+        keep = lv.agent_mask()[:, None] & reachable
+        return jnp.where(keep, out, 0.0).astype(jnp.float32)
 
     def packed_views(self, state: MAPFState) -> jax.Array:
         """`get_obs(state).view` bit-packed: [A, V, 4] uint32, bit j of [a, i, c] is cell (i, j)
@@ -268,7 +307,8 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         """Each agent's network input: its local view, (goal vector, at-goal), its position and
         masks; the action mask rules out only moves off the grid (holes and conflicts stay
         choosable: they are failures the engineer must see)."""
-        vec = jnp.concatenate([obs.goal_vec, obs.at_goal[..., None].astype(jnp.float32)], -1)
+        vec = jnp.concatenate([obs.goal_vec, obs.at_goal[..., None].astype(jnp.float32)]
+                              + ([obs.cost_to_go] if obs.cost_to_go is not None else []), -1)
         lv = state.level
         targets = state.pos[:, None, :] + rules.DELTAS[None]  # [A, 5, 2]
         return AgentObs(vec=vec, agent_mask=obs.agent_mask,

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from jaxenv import levels
 from jaxenv.mapf.config import MIN_SIZE, Capacity, MAPFConfig
-from jaxenv.mapf.grid import INF, bfs_distance, components, in_grid_mask
+from jaxenv.mapf.grid import INF, bfs_distance, components, goal_distances, in_grid_mask
 from jaxenv.mapf.joint import solve_pair
 from jaxenv.mapf.level import UNKNOWN, Level
 
@@ -157,9 +157,16 @@ def generate(key: jax.Array, cfg: MAPFConfig, cap: Capacity) -> Level:
         ms, soc = jnp.where(ms >= INF, unknown, ms), jnp.where(soc >= INF, unknown, soc)
     else:
         ms = soc = wait = unknown
-    return Level(holes=holes, starts=starts, goals=goals, size=size, n_agents=n,
-                 opt_makespan=ms.astype(jnp.int32), opt_soc=soc.astype(jnp.int32),
-                 needs_wait=wait.astype(jnp.int32))
+    level = Level(holes=holes, starts=starts, goals=goals, size=size, n_agents=n,
+                  opt_makespan=ms.astype(jnp.int32), opt_soc=soc.astype(jnp.int32),
+                  needs_wait=wait.astype(jnp.int32))
+    return with_distances(level) if cap.cost_to_go else level
+
+
+def with_distances(level: Level) -> Level:
+    """`level` with `dist` filled: each agent's BFS distance to its goal (unbatched)."""
+    return level.replace(dist=goal_distances(level.holes, level.size, level.goals,
+                                             level.agent_mask()))
 
 
 def generate_many(keys: jax.Array, cfgs: MAPFConfig, cap: Capacity) -> Level:

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 INF = jnp.int32(1 << 20)
+DIST_INF = 32767  # int16 distances (`goal_distances`): unreachable
 
 
 def shift(x: jax.Array, dr: int, dc: int, fill=False) -> jax.Array:
@@ -64,3 +65,17 @@ def components(free: jax.Array) -> jax.Array:
 
     lab, _ = jax.lax.while_loop(lambda c: c[1], body, (lab0, jnp.bool_(True)))
     return jnp.where(free, lab, -1)
+
+
+def goal_distances(holes: jax.Array, size: jax.Array, goals: jax.Array,
+                   active: jax.Array) -> jax.Array:
+    """[A, S, S] int16: each agent's shortest-path distance to its own goal from every cell
+    (the cost-to-go a MAPF policy needs where the Manhattan direction leads into a dead end);
+    `DIST_INF` where the goal cannot be reached, and everywhere for inactive agents."""
+    s = holes.shape[-1]
+    free = in_grid_mask(size, s) & ~holes
+    idx = jnp.arange(s)
+    src = ((idx[None, :, None] == goals[:, 0, None, None])
+           & (idx[None, None, :] == goals[:, 1, None, None]) & active[:, None, None])
+    d = jax.vmap(bfs_distance, in_axes=(None, 0))(free, src)
+    return jnp.minimum(d, DIST_INF).astype(jnp.int16)

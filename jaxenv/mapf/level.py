@@ -28,6 +28,10 @@ class Level:
     opt_makespan: jax.Array  # [] int32, UNKNOWN if not computed
     opt_soc: jax.Array  # [] int32, UNKNOWN if not computed
     needs_wait: jax.Array  # [] int32: 1 every optimal plan waits, 0 not, UNKNOWN
+    # [A, S, S] int16 each agent's distance to its goal from every cell (`grid.goal_distances`),
+    # filled where the env observes the cost-to-go (`Capacity.cost_to_go`): once per level,
+    # at generation or at the first reset, never per step. None where not computed.
+    dist: jax.Array | None = None
 
     @property
     def max_size(self) -> int:
@@ -47,6 +51,8 @@ class Level:
         chex.assert_shape([self.starts, self.goals], (..., a, 2))
         chex.assert_equal_shape([self.size, self.n_agents, self.opt_makespan, self.opt_soc,
                                  self.needs_wait])
+        if self.dist is not None:
+            chex.assert_shape(self.dist, (..., a, s, s))
 
 
 def make_level(holes, starts, goals, *, max_size: int, max_agents: int,
