@@ -268,11 +268,11 @@ def run_one(settings: RunSettings, out: Path, *, processes: Any = None) -> list[
 
 def saved_settings(run_json: Path) -> RunSettings:
     """The settings a run folder was started with. Runs saved before an option existed ran
-    without it: `capacity.cost_to_go` (default on since) is off where run.json lacks it, so a
-    resumed run rebuilds the network its checkpoints were trained with."""
-    data = json.loads(run_json.read_text())["settings"]
-    data.setdefault("capacity", {}).setdefault("cost_to_go", False)
-    return settings_from(data)
+    without it (`designer.settings.upgrade_saved`: `capacity.cost_to_go`, default on since, is
+    off where run.json lacks it), so a resumed run rebuilds the network it trained."""
+    from designer.settings import upgrade_saved
+
+    return settings_from(upgrade_saved(json.loads(run_json.read_text())["settings"]))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -351,7 +351,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     run_json = args.run / "run.json"
     if not run_json.is_file():
         raise CliError(f"{args.run} is not a run folder (no run.json)")
-    settings = settings_from(json.loads(run_json.read_text())["settings"])
+    settings = saved_settings(run_json)
     loop = ClosedLoop(settings.model_copy(update={"engineer": "fixed"}), args.run)
     done = loop.folder.finished_stages()
     if not done:

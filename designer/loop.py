@@ -40,7 +40,7 @@ from designer.context import Context, ContextBuilder, HistoryEntry, editable_val
 from designer.engineers import make_engineer
 from designer.runfolder import RunFolder
 from designer.sampling import random_values
-from designer.settings import RunSettings
+from designer.settings import RunSettings, upgrade_saved
 from designer.tasks import make_task
 from designer.trainees import make_trainee
 from designer.verify import Verifier
@@ -177,7 +177,8 @@ class ClosedLoop:
             f.write_json("run.json", {"settings": s.model_dump(), "versions": versions(),
                                       "git_commit": git_commit(), "seed": s.seed,
                                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-        elif done and f.read_json("run.json")["settings"] != json.loads(s.model_dump_json()):
+        elif done and (upgrade_saved(f.read_json("run.json")["settings"])
+                       != json.loads(s.model_dump_json())):
             raise ValueError(f"{f.path} holds a run with other settings; resume it with the "
                              "same flags or choose another --out")
         runner = self.trainee.init(jax.random.PRNGKey(s.seed))

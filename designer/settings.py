@@ -25,6 +25,20 @@ LLM_CAPACITY = {"max_size": 4, "max_agents": 2}
 BACKENDS = ("transformers", "llamacpp", "vllm", "openai", "replay")
 
 
+# Options added after runs were saved, with the value those runs had: a saved run.json that
+# lacks one ran without it (resuming, comparing or re-evaluating it must rebuild that trainee).
+ADDED_SINCE: dict[tuple[str, str], Any] = {("capacity", "cost_to_go"): False}
+
+
+def upgrade_saved(settings: dict[str, Any]) -> dict[str, Any]:
+    """A saved run's settings dict with the options added since filled in as that run had
+    them (see `ADDED_SINCE`); a copy."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in settings.items()}
+    for (section, key), value in ADDED_SINCE.items():
+        out.setdefault(section, {}).setdefault(key, value)
+    return out
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

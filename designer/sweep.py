@@ -62,7 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from designer.report import AGENTS
 from designer.runfolder import RunFolder, RunLocked
-from designer.settings import RunSettings
+from designer.settings import RunSettings, upgrade_saved
 
 FAULT_ENV = "ENVENGINEER_SWEEP_FAULT"
 FAULT_CHILD_ENV = "ENVENGINEER_SWEEP_FAULT_STAGE"
@@ -387,7 +387,7 @@ def plan(trials: Iterable[Trial], out: Path) -> dict[str, str]:
         if not (d / "run.json").is_file():
             states[t.name] = "new"
             continue
-        old = json.loads((d / "run.json").read_text())["settings"]
+        old = upgrade_saved(json.loads((d / "run.json").read_text())["settings"])
         if old != _canonical(t.settings):
             raise SweepError(f"{d} holds a run with other settings than trial {t.name} (was the "
                              "spec changed?); use another --out")

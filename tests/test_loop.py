@@ -98,6 +98,24 @@ def test_kill_minus_nine_then_resume_equals_the_uninterrupted_run(tmp_path, env,
     assert metrics(out) == metrics(straight)
 
 
+def test_a_run_saved_before_the_cost_to_go_option_resumes_and_evaluates(tmp_path, env,
+                                                                      settings_file):
+    """A run.json without `capacity.cost_to_go` (saved before the option; its trainee saw no
+    cost-to-go) resumes and re-evaluates with the option off, not with today's default."""
+    out = tmp_path / "old"
+    args = ["--engineer", "rules", *TINY, "--stages", "1", "--settings", str(settings_file)]
+    res = cli(["run", *args, "--cost-to-go", "off", "--out", str(out)], env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    del run["settings"]["capacity"]["cost_to_go"]
+    (out / "run.json").write_text(json.dumps(run))
+    res = cli(["run", "--resume", str(out)], env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = cli(["eval", str(out)], env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "held-out split" in res.stdout
+
+
 def test_a_second_process_on_the_same_folder_is_refused(tmp_path, env, settings_file):
     from designer.runfolder import RunFolder
 
