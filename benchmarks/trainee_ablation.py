@@ -59,6 +59,7 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "plan+cost+ctg+mappo": (COST, {"critic": "mappo"}),
     "plan+cost+ctg+lr1e-3": (COST, {"lr": 1e-3}),
     "plan+cost+ctg+attn": (COST, {"mixer": "attention"}),
+    "plan+cost+ctg+attn+mappo": (COST, {"mixer": "attention", "critic": "mappo"}),
 }
 # Variants that change the capacity (the agents' view radius, agent slots) or the training
 # data's config values. The paper trains on 2 agents only; agents2-5 measures what 3-5-agent
@@ -69,7 +70,8 @@ CAPACITY: dict[str, dict[str, Any]] = {"plan+cost+mappo+agents2-5": {"max_agents
                                        "plan+cost+ctg": {"cost_to_go": True},
                                        "plan+cost+ctg+mappo": {"cost_to_go": True},
                                        "plan+cost+ctg+lr1e-3": {"cost_to_go": True},
-                                       "plan+cost+ctg+attn": {"cost_to_go": True}}
+                                       "plan+cost+ctg+attn": {"cost_to_go": True},
+                                       "plan+cost+ctg+attn+mappo": {"cost_to_go": True}}
 CONFIG: dict[str, dict[str, Any]] = {
     "plan+cost+mappo+agents2-5": {"agent_weights": [0.0, 0.25, 0.25, 0.25, 0.25]}}
 
