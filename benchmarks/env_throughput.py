@@ -19,8 +19,10 @@ must too):
   scan, so every step writes all of it to memory, as a rollout does; this is the figure
   compared with POGEMA.
 - "packed": the same, with the views as `env.packed_views` (bit-packed words, the same
-  information; `views.unpack` gives the bytes back). Not what today's network reads: it shows
-  what the observation costs in a form a reader unpacks where it reads it.
+  information; `views.unpack` gives the bytes back), from pool levels that carry their
+  obstacle and goal planes packed (`Capacity.static_rows`: only the agents' plane is packed
+  per step). Not what today's network reads: it shows what the observation costs in a form a
+  reader unpacks where it reads it.
 - "no obs": `step` with no observation read at all (XLA drops it): the ceiling of any work
   on observations. "rules only": the transition alone (no auto-reset, no observation).
 """
@@ -68,10 +70,12 @@ QUICK = (Case("paper 10x10, 2 agents", 10, 2, 0.3, 3, (1, 256)),
          Case("headline 32x32, 64 agents", 32, 64, 0.3, 5, (16,)))
 
 
-def case_config(case: Case) -> tuple[MAPFFrozenLake, object]:
-    """The env and the (unbatched) config of a case: every level at full size and agent count."""
+def case_config(case: Case, static_rows: bool = False) -> tuple[MAPFFrozenLake, object]:
+    """The env and the (unbatched) config of a case: every level at full size and agent count.
+    `static_rows`: each pool level carries its obstacle and goal planes packed (`Level.rows`),
+    which the packed views read instead of packing them every step."""
     cap = Capacity(max_size=case.size, max_agents=case.agents, view_radius=case.view_radius,
-                   max_steps=256, label_waits=case.size <= 10)
+                   max_steps=256, label_waits=case.size <= 10, static_rows=static_rows)
     env = MAPFFrozenLake(cap)
     space = env.config_space
     v = space.default()
@@ -86,8 +90,8 @@ def case_config(case: Case) -> tuple[MAPFFrozenLake, object]:
     return env, space.to_config(v)
 
 
-def _case_env(case: Case, pool_size: int = 64):
-    base, cfg = case_config(case)
+def _case_env(case: Case, pool_size: int = 64, static_rows: bool = False):
+    base, cfg = case_config(case, static_rows)
     env = PoolReset(base)
     params = make_pool(env, jax.random.key(0), cfg, pool_size)
     return env, params
@@ -110,7 +114,7 @@ def _steps_for(batch: int, agents: int, budget: float = 2e6) -> int:
 
 def bench_mapf(case: Case, batch: int, repeats: int, kind: str = "step") -> dict:
     """One of `KINDS` (see the module docstring) at batch size `batch`."""
-    env, params = _case_env(case)
+    env, params = _case_env(case, static_rows=kind == "packed")
     base = env._env
     steps = _steps_for(batch, case.agents)
     # Each env its own config: slip probabilities spread over [0, 0.2].

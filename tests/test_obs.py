@@ -26,6 +26,10 @@ from jaxenv.mapf.views import pack_rows, packable, unpack
 CAPS = ((5, 3, 0), (6, 4, 7), (8, 12, 2), (32, 64, 5), (12, 9, 3), (34, 6, 4))
 ENVS = {c: MAPFFrozenLake(Capacity(max_size=c[0], max_agents=c[1], view_radius=c[2],
                                    max_steps=16, label_waits=False)) for c in CAPS}
+# The same capacities with each level's obstacle and goal planes packed once (Level.rows).
+ROWS = {c: MAPFFrozenLake(Capacity(max_size=c[0], max_agents=c[1], view_radius=c[2],
+                                   max_steps=16, label_waits=False, static_rows=True))
+        for c in CAPS if c[0] <= 32}
 
 
 def random_states(env: MAPFFrozenLake, rng: np.random.Generator, batch: int) -> MAPFState:
@@ -86,6 +90,12 @@ def test_observations_equal_the_reference(cap, seed):
         v = 2 * env.cap.view_radius + 1
         assert packed.shape == (16, env.cap.max_agents, v, 4) and packed.dtype == jnp.uint32
         np.testing.assert_array_equal(np.asarray(unpack(packed)), np.asarray(ref["view"]))
+        # Packed from the level's stored rows: the same words.
+        rows_env = ROWS[cap]
+        with_rows = state.replace(level=rows_env.prepare_levels(state.level))
+        assert with_rows.level.rows.shape == (16, 2, env.cap.max_size)
+        np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(rows_env.packed_views))(
+            with_rows)), np.asarray(packed))
 
 
 @pytest.mark.parametrize("with_global", [False, True])
@@ -112,6 +122,24 @@ def test_observations_of_played_states_equal_the_reference():
         np.testing.assert_array_equal(np.asarray(obs.view), np.asarray(ref["view"]))
         np.testing.assert_array_equal(np.asarray(unpack(jax.vmap(env.packed_views)(state))),
                                       np.asarray(ref["view"]))
+
+
+def test_levels_carry_their_packed_rows_through_generation_and_auto_reset():
+    """With `static_rows` generated and auto-reset levels carry `Level.rows`, and the packed
+    views of played states equal the uint8 views."""
+    cap = (8, 12, 2)
+    env = ROWS[cap]
+    cfg = env.default_params
+    levels = jax.vmap(env.generate, (0, None))(jax.random.split(jax.random.key(4), 8), cfg)
+    assert levels.rows.shape == (8, 2, 8)
+    _, state = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.key(0), 8), cfg)
+    step = jax.jit(jax.vmap(env.step, (0, 0, 0, None)))
+    for t in range(6):
+        k = jax.random.key(t + 1)
+        act = jax.random.randint(k, (8, env.cap.max_agents), 0, env.num_actions)
+        obs, state, *_ = step(jax.random.split(k, 8), state, act, cfg)
+        np.testing.assert_array_equal(np.asarray(unpack(jax.vmap(env.packed_views)(state))),
+                                      np.asarray(obs.view))
 
 
 @settings(max_examples=20, deadline=None)

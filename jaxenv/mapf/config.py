@@ -137,6 +137,8 @@ class Capacity:
     cost_to_go: every agent also observes its shortest-path distance to its goal and which of
     its four moves shorten it (`MAPFObs.cost_to_go`); the distances are computed once per level
     (a BFS per agent, stored in `Level.dist`), so a step only reads five cells per agent.
+    static_rows: every level also carries its obstacle and goal planes bit-packed
+    (`Level.rows`), so `packed_views` packs only the agents' plane per step (max_size <= 32).
     """
 
     max_size: int = 10
@@ -145,6 +147,7 @@ class Capacity:
     max_steps: int = 128
     label_waits: bool = True
     cost_to_go: bool = False
+    static_rows: bool = False
 
     def __post_init__(self):
         if self.max_size < MIN_SIZE:
@@ -153,6 +156,8 @@ class Capacity:
             raise ValueError(f"invalid capacity {self}")
         if self.label_waits and self.max_size > 32:
             raise ValueError("label_waits needs max_size <= 32")
+        if self.static_rows and self.max_size > 32:
+            raise ValueError("static_rows needs max_size <= 32 (a map row in a word)")
 
     @property
     def n_sizes(self) -> int:

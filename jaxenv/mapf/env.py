@@ -28,7 +28,7 @@ from gymnax.environments import environment, spaces
 from jaxenv.agents import AgentObs
 from jaxenv.mapf import rules, views
 from jaxenv.mapf.config import FAIL, FREEZE, Capacity, MAPFConfig, make_config_space
-from jaxenv.mapf.generator import generate, with_distances
+from jaxenv.mapf.generator import generate, with_derived
 from jaxenv.mapf.grid import DIST_INF, in_grid_mask
 from jaxenv.mapf.level import Level
 from jaxenv.mapf.rules import CAUSES, TIMEOUT
@@ -133,17 +133,14 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         return generate(key, cfg, self.cap)
 
     def prepare_levels(self, levels: Any) -> Any:
-        """A batch of stored levels in this env's form: distances added where it observes the
-        cost-to-go and dropped where it does not (so levels from disk, the held-out set or
-        another capacity pass `policy.evaluate`'s shape check). Anything else is returned as
-        is, for the caller's own check to reject."""
+        """A batch of stored levels in this env's form: the per-level fields its capacity
+        reads added (`Level.dist` for the cost-to-go, `Level.rows` for packed views) and the
+        others dropped, so levels from disk, the held-out set or another capacity pass
+        `policy.evaluate`'s shape check. Anything else is returned as is, for the caller's own
+        check to reject."""
         if not isinstance(levels, Level):
             return levels
-        if not self.cap.cost_to_go:
-            return levels.replace(dist=None)
-        if levels.dist is None:
-            return jax.jit(jax.vmap(with_distances))(levels)
-        return levels
+        return jax.jit(jax.vmap(partial(with_derived, cap=self.cap)))(levels)
 
     def reset_env(self, key: jax.Array, params: MAPFConfig) -> tuple[MAPFObs, MAPFState]:
         """A fresh level drawn from this env's own config."""
@@ -155,8 +152,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         """Start an episode on a given level (evaluation on fixed levels)."""
         del key
         a = self.cap.max_agents
-        if self.cap.cost_to_go and level.dist is None:  # levels stored without distances
-            level = with_distances(level)
+        level = with_derived(level, self.cap)  # stored levels lack the per-level fields
         active = level.agent_mask()
         home = active & jnp.all(level.starts == level.goals, -1)
         state = MAPFState(
@@ -282,18 +278,29 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         of channel c (`jaxenv.mapf.views`; `views.unpack` gives the uint8 views back exactly).
         176 bytes per agent at V = 11 instead of 484, for readers that unpack where they read;
         needs max_size <= 32 (`views.packable`)."""
-        return views.packed_views(self._planes(state), state.level.size, state.pos,
-                                  state.level.goals, state.level.agent_mask(),
-                                  self.cap.view_radius)
+        lv, r = state.level, self.cap.view_radius
+        if lv.rows is None:
+            return views.packed_views(self._planes(state), lv.size, state.pos, lv.goals,
+                                      lv.agent_mask(), r)
+        views.check_packable(self.cap.max_size, r)
+        # The level's obstacle and goal rows are packed once per level: pack the agents only.
+        agents = views.pack_rows(self._agents_plane(state))
+        rows3 = jnp.stack([lv.rows[0], agents, lv.rows[1]])
+        return views.packed_views_of_rows(rows3, lv.size, state.pos, lv.goals,
+                                          lv.agent_mask(), r)
 
     def _planes(self, state: MAPFState) -> jax.Array:
         """[S, S, 3] uint8 map of (obstacle or outside the grid, active agents, their goals)."""
         lv, s = state.level, self.cap.max_size
         on = lv.agent_mask().astype(jnp.uint8)
         obstacle = (~in_grid_mask(lv.size, s) | lv.holes).astype(jnp.uint8)
-        agents = jnp.zeros((s, s), jnp.uint8).at[state.pos[:, 0], state.pos[:, 1]].max(on)
         goals = jnp.zeros((s, s), jnp.uint8).at[lv.goals[:, 0], lv.goals[:, 1]].max(on)
-        return jnp.stack([obstacle, agents, goals], -1)
+        return jnp.stack([obstacle, self._agents_plane(state), goals], -1)
+
+    def _agents_plane(self, state: MAPFState) -> jax.Array:
+        """[S, S] uint8: 1 where an active agent stands."""
+        s, on = self.cap.max_size, state.level.agent_mask().astype(jnp.uint8)
+        return jnp.zeros((s, s), jnp.uint8).at[state.pos[:, 0], state.pos[:, 1]].max(on)
 
     def global_state(self, state: MAPFState) -> jax.Array:
         """[S, S, 4] uint8 map for a centralised critic, channels GLOBAL_CHANNELS."""

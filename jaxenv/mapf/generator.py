@@ -29,6 +29,7 @@ from jaxenv.mapf.config import MIN_SIZE, Capacity, MAPFConfig
 from jaxenv.mapf.grid import INF, bfs_distance, components, goal_distances, in_grid_mask
 from jaxenv.mapf.joint import solve_pair
 from jaxenv.mapf.level import UNKNOWN, Level
+from jaxenv.mapf.views import static_rows
 
 
 def _cells(flat: jax.Array, s: int) -> jax.Array:
@@ -160,13 +161,21 @@ def generate(key: jax.Array, cfg: MAPFConfig, cap: Capacity) -> Level:
     level = Level(holes=holes, starts=starts, goals=goals, size=size, n_agents=n,
                   opt_makespan=ms.astype(jnp.int32), opt_soc=soc.astype(jnp.int32),
                   needs_wait=wait.astype(jnp.int32))
-    return with_distances(level) if cap.cost_to_go else level
+    return with_derived(level, cap)
 
 
-def with_distances(level: Level) -> Level:
-    """`level` with `dist` filled: each agent's BFS distance to its goal (unbatched)."""
-    return level.replace(dist=goal_distances(level.holes, level.size, level.goals,
-                                             level.agent_mask()))
+def with_derived(level: Level, cap: Capacity) -> Level:
+    """`level` (unbatched) with the per-level fields `cap` observes from filled where missing
+    (`dist` for the cost-to-go, `rows` for packed views) and the others dropped: computed once
+    per level, never per step."""
+    dist = rows = None
+    if cap.cost_to_go:
+        dist = level.dist if level.dist is not None else goal_distances(
+            level.holes, level.size, level.goals, level.agent_mask())
+    if cap.static_rows:
+        rows = level.rows if level.rows is not None else static_rows(
+            level.holes, level.size, level.goals, level.agent_mask())
+    return level.replace(dist=dist, rows=rows)
 
 
 def generate_many(keys: jax.Array, cfgs: MAPFConfig, cap: Capacity) -> Level:

@@ -32,6 +32,9 @@ class Level:
     # filled where the env observes the cost-to-go (`Capacity.cost_to_go`): once per level,
     # at generation or at the first reset, never per step. None where not computed.
     dist: jax.Array | None = None
+    # [2, S] uint32 the obstacle and goal planes row-packed (`views.static_rows`), filled where
+    # the env packs its views from them (`Capacity.static_rows`); None where not computed.
+    rows: jax.Array | None = None
 
     @property
     def max_size(self) -> int:
@@ -53,6 +56,8 @@ class Level:
                                  self.needs_wait])
         if self.dist is not None:
             chex.assert_shape(self.dist, (..., a, s, s))
+        if self.rows is not None:
+            chex.assert_shape(self.rows, (..., 2, s))
 
 
 def make_level(holes, starts, goals, *, max_size: int, max_agents: int,

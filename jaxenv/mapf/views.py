@@ -41,6 +41,19 @@ def pack_rows(planes: jax.Array) -> jax.Array:
     return x[..., 0]
 
 
+def static_rows(holes: jax.Array, size: jax.Array, goals: jax.Array,
+                active: jax.Array) -> jax.Array:
+    """[2, S] uint32: a level's obstacle plane (holes and the outside of its N x N grid) and
+    its goal plane, row by row packed: what does not change during an episode, so a level can
+    carry it (`Level.rows`, `Capacity.static_rows`) and a step packs only the agents' plane."""
+    s = holes.shape[-1]
+    idx = jnp.arange(s)
+    outside = (idx[:, None] >= size) | (idx[None, :] >= size)
+    goal = jnp.zeros((s, s), jnp.uint8).at[goals[:, 0], goals[:, 1]].max(
+        active.astype(jnp.uint8))
+    return pack_rows(jnp.stack([holes | outside, goal != 0]))
+
+
 def packed_views(planes: jax.Array, size: jax.Array, pos: jax.Array, goals: jax.Array,
                  active: jax.Array, radius: int) -> jax.Array:
     """[A, V, 4] uint32: bit j of [a, i, c] is the view's cell (i, j) in channel c.
@@ -48,14 +61,25 @@ def packed_views(planes: jax.Array, size: jax.Array, pos: jax.Array, goals: jax.
     `planes` is [S, S, 3] uint8 (holes, active agents, their goals; S <= 32), `size` the
     level's N: rows and columns outside [0, N) are obstacle, and outside [0, S) empty.
     """
-    s, r, v = planes.shape[0], radius, 2 * radius + 1
-    if not packable(s, r):
+    check_packable(planes.shape[0], radius)
+    return packed_views_of_rows(pack_rows(jnp.moveaxis(planes, -1, 0)), size, pos, goals,
+                                active, radius)
+
+
+def check_packable(max_size: int, radius: int) -> None:
+    if not packable(max_size, radius):
         raise ValueError(f"packed views need max_size <= {WORD} and 2r + 1 < {WORD}")
+
+
+def packed_views_of_rows(rows3: jax.Array, size: jax.Array, pos: jax.Array, goals: jax.Array,
+                         active: jax.Array, radius: int) -> jax.Array:
+    """`packed_views` from the three planes already packed: [3, S] uint32 (obstacle, agents,
+    goals), e.g. the agents' row words of this step beside a level's `static_rows`."""
+    r, v = radius, 2 * radius + 1
     full = jnp.uint32((1 << v) - 1)
     # Rows padded by r empty rows on each side; materialised, so that the gathers below read
     # words instead of re-packing them per read (XLA would fuse the packing into them).
-    words = jax.lax.optimization_barrier(
-        jnp.pad(pack_rows(jnp.moveaxis(planes, -1, 0)), ((0, 0), (r, r))))  # [3, S + 2r]
+    words = jax.lax.optimization_barrier(jnp.pad(rows3, ((0, 0), (r, r))))  # [3, S + 2r]
     i = jnp.arange(v)
     y = pos[:, :1] - r + i  # [A, V] map rows of the window
     # One dynamic slice per agent: a gather whose index is the agent's row (small under vmap).
