@@ -108,9 +108,12 @@ def test_agent_obs_hands_the_network_the_same_input(cap, with_global):
     _assert_tree_equal(got, want)
 
 
-def test_observations_of_played_states_equal_the_reference():
-    """States reached by the rules (crowded, frozen agents, resets), not only drawn ones."""
-    env = ENVS[(8, 12, 2)]
+@pytest.mark.parametrize("rows", [False, True], ids=["packed_per_step", "static_rows"])
+def test_observations_of_played_states_equal_the_reference(rows):
+    """States reached by the rules (crowded, frozen agents, resets), not only drawn ones; with
+    `static_rows` generated and auto-reset levels carry `Level.rows` and the packed views read
+    them."""
+    env = (ROWS if rows else ENVS)[(8, 12, 2)]
     cfg = env.default_params
     _, state = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.key(0), 8), cfg)
     step = jax.jit(jax.vmap(env.step, (0, 0, 0, None)))
@@ -118,28 +121,11 @@ def test_observations_of_played_states_equal_the_reference():
         k = jax.random.key(t + 1)
         act = jax.random.randint(k, (8, env.cap.max_agents), 0, env.num_actions)
         obs, state, *_ = step(jax.random.split(k, 8), state, act, cfg)
+        assert (state.level.rows is not None) == rows
         ref = jax.vmap(lambda s: ref_get_obs(env, s))(state)
         np.testing.assert_array_equal(np.asarray(obs.view), np.asarray(ref["view"]))
         np.testing.assert_array_equal(np.asarray(unpack(jax.vmap(env.packed_views)(state))),
                                       np.asarray(ref["view"]))
-
-
-def test_levels_carry_their_packed_rows_through_generation_and_auto_reset():
-    """With `static_rows` generated and auto-reset levels carry `Level.rows`, and the packed
-    views of played states equal the uint8 views."""
-    cap = (8, 12, 2)
-    env = ROWS[cap]
-    cfg = env.default_params
-    levels = jax.vmap(env.generate, (0, None))(jax.random.split(jax.random.key(4), 8), cfg)
-    assert levels.rows.shape == (8, 2, 8)
-    _, state = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.key(0), 8), cfg)
-    step = jax.jit(jax.vmap(env.step, (0, 0, 0, None)))
-    for t in range(6):
-        k = jax.random.key(t + 1)
-        act = jax.random.randint(k, (8, env.cap.max_agents), 0, env.num_actions)
-        obs, state, *_ = step(jax.random.split(k, 8), state, act, cfg)
-        np.testing.assert_array_equal(np.asarray(unpack(jax.vmap(env.packed_views)(state))),
-                                      np.asarray(obs.view))
 
 
 @settings(max_examples=20, deadline=None)
