@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from designer.settings import BACKENDS, ENGINEERS, RunSettings
+from designer.settings import BACKENDS, ENGINEERS, RunSettings, upgrade_saved
 
 DEFAULT_OUT = Path("runs")
 
@@ -270,8 +270,6 @@ def saved_settings(run_json: Path) -> RunSettings:
     """The settings a run folder was started with. Runs saved before an option existed ran
     without it (`designer.settings.upgrade_saved`: `capacity.cost_to_go`, default on since, is
     off where run.json lacks it), so a resumed run rebuilds the network it trained."""
-    from designer.settings import upgrade_saved
-
     return settings_from(upgrade_saved(json.loads(run_json.read_text())["settings"]))
 
 

@@ -29,7 +29,7 @@ from jaxenv.agents import AgentObs
 from jaxenv.mapf import rules, views
 from jaxenv.mapf.config import FAIL, FREEZE, Capacity, MAPFConfig, make_config_space
 from jaxenv.mapf.generator import generate, with_derived
-from jaxenv.mapf.grid import DIST_INF, in_grid_mask
+from jaxenv.mapf.grid import DIST_INF
 from jaxenv.mapf.level import Level
 from jaxenv.mapf.rules import CAUSES, TIMEOUT
 from jaxenv.wrappers import AutoReset
@@ -92,6 +92,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         self.num_agents = self.cap.max_agents
         self.horizon = self.cap.max_steps
         self._auto_reset = AutoReset(self)
+        self._prepare = jax.jit(jax.vmap(partial(with_derived, cap=self.cap)))  # compiled once
 
     # ------------------------------------------------------------------ gymnax
     @partial(jax.jit, static_argnames=("self",))
@@ -140,7 +141,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         check to reject."""
         if not isinstance(levels, Level):
             return levels
-        return jax.jit(jax.vmap(partial(with_derived, cap=self.cap)))(levels)
+        return self._prepare(levels)
 
     def reset_env(self, key: jax.Array, params: MAPFConfig) -> tuple[MAPFObs, MAPFState]:
         """A fresh level drawn from this env's own config."""
@@ -291,10 +292,8 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
 
     def _planes(self, state: MAPFState) -> jax.Array:
         """[S, S, 3] uint8 map of (obstacle or outside the grid, active agents, their goals)."""
-        lv, s = state.level, self.cap.max_size
-        on = lv.agent_mask().astype(jnp.uint8)
-        obstacle = (~in_grid_mask(lv.size, s) | lv.holes).astype(jnp.uint8)
-        goals = jnp.zeros((s, s), jnp.uint8).at[lv.goals[:, 0], lv.goals[:, 1]].max(on)
+        lv = state.level
+        obstacle, goals = views.static_planes(lv.holes, lv.size, lv.goals, lv.agent_mask())
         return jnp.stack([obstacle, self._agents_plane(state), goals], -1)
 
     def _agents_plane(self, state: MAPFState) -> jax.Array:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxenv.mapf.grid import in_grid_mask
+
 WORD = 32
 
 
@@ -41,17 +43,22 @@ def pack_rows(planes: jax.Array) -> jax.Array:
     return x[..., 0]
 
 
-def static_rows(holes: jax.Array, size: jax.Array, goals: jax.Array,
-                active: jax.Array) -> jax.Array:
-    """[2, S] uint32: a level's obstacle plane (holes and the outside of its N x N grid) and
-    its goal plane, row by row packed: what does not change during an episode, so a level can
-    carry it (`Level.rows`, `Capacity.static_rows`) and a step packs only the agents' plane."""
+def static_planes(holes: jax.Array, size: jax.Array, goals: jax.Array,
+                  active: jax.Array) -> jax.Array:
+    """[2, S, S] uint8: a level's obstacle plane (holes and the outside of its N x N grid) and
+    its active agents' goal plane: the part of the view that never changes in an episode."""
     s = holes.shape[-1]
-    idx = jnp.arange(s)
-    outside = (idx[:, None] >= size) | (idx[None, :] >= size)
+    obstacle = (~in_grid_mask(size, s) | holes).astype(jnp.uint8)
     goal = jnp.zeros((s, s), jnp.uint8).at[goals[:, 0], goals[:, 1]].max(
         active.astype(jnp.uint8))
-    return pack_rows(jnp.stack([holes | outside, goal != 0]))
+    return jnp.stack([obstacle, goal])
+
+
+def static_rows(holes: jax.Array, size: jax.Array, goals: jax.Array,
+                active: jax.Array) -> jax.Array:
+    """[2, S] uint32: `static_planes` row by row packed, so a level can carry them
+    (`Level.rows`, `Capacity.static_rows`) and a step packs only the agents' plane."""
+    return pack_rows(static_planes(holes, size, goals, active))
 
 
 def packed_views(planes: jax.Array, size: jax.Array, pos: jax.Array, goals: jax.Array,

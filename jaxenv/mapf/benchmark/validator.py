@@ -115,4 +115,6 @@ def load_validator(split: str = "heldout", *, view_radius: int = 3, max_steps: i
     levels, meta = _split(split)
     cap = Capacity(max_size=10, max_agents=5, view_radius=view_radius, max_steps=max_steps,
                    cost_to_go=cost_to_go)
-    return Validator(split=split, env=MAPFFrozenLake(cap), levels=levels, meta=meta, cost=cost)
+    env = MAPFFrozenLake(cap)
+    return Validator(split=split, env=env, levels=env.prepare_levels(levels), meta=meta,
+                     cost=cost)
