@@ -17,6 +17,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jaxenv.batching import select
 from jaxenv.mapf import Capacity, MAPFFrozenLake
 from jaxenv.mapf.env import CTG_MAX
 from jaxenv.mapf.level import Level
@@ -118,9 +119,7 @@ def test_following_the_shorter_moves_walks_a_shortest_path():
             move = jnp.argmax(obs.cost_to_go[:, 1:] < 0, -1) + 1
             act = jnp.where(state.level.agent_mask() & ~done, move, 0).astype(jnp.int32)
             obs2, state2, _, term, _ = ON.step_env(key, state, act, cfg)
-            keep = done
-            obs = jax.tree.map(lambda a, b: jnp.where(keep, a, b), obs, obs2)
-            state = jax.tree.map(lambda a, b: jnp.where(keep, a, b), state, state2)
+            obs, state = select(done, (obs, state), (obs2, state2))
             return (obs, state, done | term, steps + ~done), None
 
         start = obs.cost_to_go[0, 0] * S

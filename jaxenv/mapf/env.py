@@ -141,6 +141,9 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         check to reject."""
         if not isinstance(levels, Level):
             return levels
+        if ((levels.dist is not None) == self.cap.cost_to_go
+                and (levels.rows is not None) == self.cap.static_rows):
+            return levels  # already in this env's form (e.g. the validator's, at every stage)
         return self._prepare(levels)
 
     def reset_env(self, key: jax.Array, params: MAPFConfig) -> tuple[MAPFObs, MAPFState]:
@@ -261,8 +264,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
     def cost_to_go(self, state: MAPFState) -> jax.Array:
         """[A, 5] float32 (`MAPFObs.cost_to_go`): five reads of the level's distance fields."""
         lv, s = state.level, self.cap.max_size
-        cells = state.pos[:, None, :] + rules.DELTAS[None]  # [A, 5, 2]: stay, then the moves
-        inside = rules.in_bounds(cells, lv.size)
+        cells, inside = self._move_targets(state)
         c = jnp.clip(cells, 0, s - 1)
         d = lv.dist[jnp.arange(self.cap.max_agents)[:, None], c[..., 0], c[..., 1]]
         d = d.astype(jnp.int32)
@@ -273,6 +275,12 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         out = jnp.concatenate([here, moves], -1)
         keep = lv.agent_mask()[:, None] & reachable
         return jnp.where(keep, out, 0.0).astype(jnp.float32)
+
+    def _move_targets(self, state: MAPFState) -> tuple[jax.Array, jax.Array]:
+        """The cells each action would enter, [A, 5, 2] (stay first), and whether they are
+        inside the grid, [A, 5]."""
+        cells = state.pos[:, None, :] + rules.DELTAS[None]
+        return cells, rules.in_bounds(cells, state.level.size)
 
     def packed_views(self, state: MAPFState) -> jax.Array:
         """`get_obs(state).view` bit-packed: [A, V, 4] uint32, bit j of [a, i, c] is cell (i, j)
@@ -315,13 +323,12 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         choosable: they are failures the engineer must see)."""
         vec = jnp.concatenate([obs.goal_vec, obs.at_goal[..., None].astype(jnp.float32)]
                               + ([obs.cost_to_go] if obs.cost_to_go is not None else []), -1)
-        lv = state.level
-        targets = state.pos[:, None, :] + rules.DELTAS[None]  # [A, 5, 2]
+        _, inside = self._move_targets(state)
         return AgentObs(vec=vec, agent_mask=obs.agent_mask,
                         acting=obs.acting, view=obs.view,
                         glob=self.global_state(state) if with_global else None,
                         pos=(state.pos / self.cap.max_size).astype(jnp.float32),
-                        action_mask=rules.in_bounds(targets, lv.size))
+                        action_mask=inside)
 
     def outcome(self, info: dict, terminated: jax.Array, truncated: jax.Array) -> jax.Array:
         """Index into `CAUSES`: the violation that failed the episode, timeout, or 0."""
