@@ -43,20 +43,23 @@ from jaxenv.mapf.benchmark.report import format_markdown
 from policy import checkpoint
 from policy.validation import validate
 
+TRAINEE = TraineeSettings()  # the loop's trainee defaults are this benchmark's
+
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--minutes", type=float, default=12.0, help="training wall-time budget")
     p.add_argument("--max-env-steps", type=float, default=float("inf"))
-    p.add_argument("--envs", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=32, help="rollout length per update")
+    p.add_argument("--envs", type=int, default=TRAINEE.num_envs)
+    p.add_argument("--steps", type=int, default=TRAINEE.num_steps, help="rollout length per update")
     p.add_argument("--updates", type=int, default=25, help="PPO updates per stage")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--minibatches", type=int, default=4)
-    p.add_argument("--pool-size", type=int, default=512, help="levels generated per stage")
-    p.add_argument("--lr", type=float, default=5e-4)
-    p.add_argument("--ent-coef", type=float, default=0.01)
-    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--epochs", type=int, default=TRAINEE.update_epochs)
+    p.add_argument("--minibatches", type=int, default=TRAINEE.num_minibatches)
+    p.add_argument("--pool-size", type=int, default=TRAINEE.pool_size,
+                   help="levels generated per stage")
+    p.add_argument("--lr", type=float, default=TRAINEE.lr)
+    p.add_argument("--ent-coef", type=float, default=TRAINEE.ent_coef)
+    p.add_argument("--hidden", type=int, default=TRAINEE.hidden)
     p.add_argument("--critic", choices=("ippo", "mappo"), default="ippo")
     p.add_argument("--shaping", type=float, default=0.0)
     p.add_argument("--goal-rule", choices=("plan", "freeze"), default="plan")

@@ -77,6 +77,9 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "pool-every": ("trainee.pool_every", int, "a fresh pool of levels every this many PPO "
                    "updates (0: one pool a stage)"),
     "hidden": ("trainee.hidden", int, "width of the actor-critic"),
+    "lr": ("trainee.lr", float, "Adam learning rate of the trainee"),
+    "lr-schedule": ("trainee.lr_schedule", str, "constant, or linear: decays to 0 over the "
+                    "run's stages"),
     "critic": ("trainee.critic", str, "ippo (per-agent value) or mappo (central critic)"),
     "mixer": ("trainee.mixer", str, "none, or attention (agents see each other)"),
     "gamma": ("trainee.gamma", float, "discount of the PPO returns"),

@@ -75,6 +75,9 @@ class Hparams:
     ent_coef: float = 0.01
     vf_coef: float = 0.5
     lr: float = 3e-4
+    # > 0: lr decays linearly to 0 over this many PPO updates, counted across stages (a
+    # whole run's schedule); 0: constant
+    anneal_updates: int = 0
     max_grad_norm: float = 0.5
     adam_eps: float = 1e-5
     reward_scale: float = 1.0  # rewards are multiplied by this for learning (not for reporting)
@@ -131,7 +134,8 @@ def make_train(env: Any, network: ActorCritic, hparams: Hparams) -> Trainer:
     if not action_dim:
         chex.assert_equal(network.num_actions, env.num_actions)
     hp = hparams
-    tx = make_optimizer(hp.lr, hp.max_grad_norm, hp.adam_eps)
+    tx = make_optimizer(hp.lr, hp.max_grad_norm, hp.adam_eps,
+                        hp.anneal_updates * hp.update_epochs * hp.num_minibatches)
     space = env.config_space
     levels = has_levels(env)
     step_env = PoolReset(env) if levels else env

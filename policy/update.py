@@ -23,10 +23,19 @@ from policy.rollout import Transition
 Psum = Callable[[Any], Any]
 
 
-def make_optimizer(lr: float, max_grad_norm: float,
-                   adam_eps: float) -> optax.GradientTransformation:
-    """Adam behind global-norm clipping; non-finite steps are skipped (never applied)."""
-    inner = optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(lr, eps=adam_eps))
+def make_optimizer(lr: float, max_grad_norm: float, adam_eps: float,
+                   decay_steps: int = 0) -> optax.GradientTransformation:
+    """Adam behind global-norm clipping; non-finite steps are skipped (never applied).
+
+    `decay_steps` > 0: the learning rate falls linearly from `lr` to 0 over that many gradient
+    steps (PureJaxRL's `anneal_lr`), then stays at 0; Adam's step count lives in the optimizer
+    state, so the schedule runs on across stages and checkpoints. 0: a constant `lr`.
+    """
+    if decay_steps < 0:
+        raise ValueError(f"decay_steps must be >= 0 (0: a constant learning rate), got "
+                         f"{decay_steps}")
+    rate = optax.linear_schedule(lr, 0.0, decay_steps) if decay_steps > 0 else lr
+    inner = optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(rate, eps=adam_eps))
     return optax.apply_if_finite(inner, max_consecutive_errors=2**30)
 
 

@@ -82,6 +82,28 @@ def test_pool_every_flag_reaches_the_trainer_and_is_bounded():
         build_settings(p.parse_args(["--pool-every", "-1"]))
 
 
+def test_lr_flags_reach_the_trainer():
+    """`--lr` and `--lr-schedule linear` land in the PPO hyperparameters: the schedule spans
+    the run's planned stages; a bad schedule name is one clear error."""
+    import pytest
+
+    from designer.cli import CliError, Parser, add_run_flags, build_settings
+    from designer.trainees import build_trainee
+    from jaxenv.mapf import Capacity, MAPFFrozenLake
+
+    p = Parser()
+    add_run_flags(p)
+    env = MAPFFrozenLake(Capacity(max_size=4, max_agents=2))
+    s = build_settings(p.parse_args(["--lr", "2.5e-4", "--lr-schedule", "linear",
+                                     "--stages", "3"]))
+    hp, _ = build_trainee(s, env)
+    assert (hp.lr, hp.anneal_updates) == (2.5e-4, 3 * s.num_updates)
+    hp, _ = build_trainee(build_settings(p.parse_args(["--lr-schedule", "constant"])), env)
+    assert hp.anneal_updates == 0
+    with pytest.raises(CliError, match="bad value for trainee.lr_schedule"):
+        build_settings(p.parse_args(["--lr-schedule", "cosine"]))
+
+
 def test_cost_to_go_flag_and_runs_saved_before_it(tmp_path):
     """`--cost-to-go on|off` sets the capacity (default on); a run.json saved before the
     option existed resumes with it off, as that run was trained."""

@@ -172,3 +172,27 @@ def test_fresh_pool_every_k_updates(setup, short):
     with pytest.raises(ValueError, match="pool_every"):
         make_train(env, net, dataclasses.replace(HP, pool_every=-1)).train_stage(
             fresh.init(key0), cfg, key)
+
+
+def test_linear_lr_anneals_across_stages_and_checkpoints(setup, short, tmp_path):
+    """`anneal_updates`: the learning rate falls to 0 over that many updates counted across
+    stages and through a checkpoint (Adam's count is in the saved state): the stage that ends
+    the schedule still moves the params, the stage after it leaves them where they are."""
+    env, cs, vals, net, _ = setup
+    cfg = cs.to_config(vals)
+    hp = dataclasses.replace(HP, num_updates=2, anneal_updates=4)  # two stages of schedule
+    tr = make_train(env, net, hp)
+    first, _ = tr.train_stage(tr.init(jax.random.PRNGKey(5)), cfg, jax.random.PRNGKey(6))
+    checkpoint.save(tmp_path / "ckpt", first, step=1)
+    first = checkpoint.restore(tmp_path / "ckpt", tr.init(jax.random.PRNGKey(0)))
+    second, _ = tr.train_stage(first, cfg, jax.random.PRNGKey(7))
+    third, m = tr.train_stage(second, cfg, jax.random.PRNGKey(8))
+    assert not _equal(first.params, second.params)
+    assert _equal(second.params, third.params)
+    assert float(np.mean(m["loss"])) != 0.0  # it did train: the rate, not the data, is 0
+    # from the first step the rate is below the constant one: the same stage lands elsewhere
+    const = short[False]
+    c1, _ = const.train_stage(const.init(jax.random.PRNGKey(5)), cfg, jax.random.PRNGKey(6))
+    assert not _equal(c1.params, first.params)
+    with pytest.raises(ValueError, match="decay_steps"):
+        make_train(env, net, dataclasses.replace(HP, anneal_updates=-1))
