@@ -106,7 +106,8 @@ def test_lr_flags_reach_the_trainer():
 
 def test_cost_to_go_flag_and_runs_saved_before_it(tmp_path):
     """`--cost-to-go on|off` sets the capacity (default on); a run.json saved before the
-    option existed resumes with it off, as that run was trained."""
+    option existed resumes with it off, as that run was trained (and one saved before
+    `lr_schedule` with a constant rate)."""
     import json
 
     from designer.cli import Parser, add_run_flags, build_settings, saved_settings
@@ -118,8 +119,10 @@ def test_cost_to_go_flag_and_runs_saved_before_it(tmp_path):
     assert not s.capacity.cost_to_go
     old = build_settings(p.parse_args([])).model_dump()
     del old["capacity"]["cost_to_go"]
+    del old["trainee"]["lr_schedule"]
     (tmp_path / "run.json").write_text(json.dumps({"settings": old}))
     assert saved_settings(tmp_path / "run.json").capacity.cost_to_go is False
+    assert saved_settings(tmp_path / "run.json").trainee.lr_schedule == "constant"
     new = build_settings(p.parse_args([])).model_dump()
     (tmp_path / "run.json").write_text(json.dumps({"settings": new}))
     assert saved_settings(tmp_path / "run.json").capacity.cost_to_go is True
