@@ -60,7 +60,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=TRAINEE.lr)
     p.add_argument("--ent-coef", type=float, default=TRAINEE.ent_coef)
     p.add_argument("--hidden", type=int, default=TRAINEE.hidden)
-    p.add_argument("--critic", choices=("ippo", "mappo"), default="ippo")
+    p.add_argument("--critic", choices=("ippo", "mappo"), default=TRAINEE.critic)
     p.add_argument("--shaping", type=float, default=0.0)
     p.add_argument("--goal-rule", choices=("plan", "freeze"), default="plan")
     p.add_argument("--soc-cost", type=float, default=TaskSettings().soc_cost)

@@ -62,8 +62,8 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "plan+cost+ctg+attn+mappo": (COST, {"mixer": "attention", "critic": "mappo"}),
     "plan+cost+ctg+lr2.5e-4": (COST, {"lr": 2.5e-4}),
 }
-# Every row above was measured at lr 5e-4, the default until the loop's stages were found to
-# overfit their pool with it (docs/trainee.md); a row names its lr where it differs.
+# Every row above was measured at lr 5e-4, the default until the loop's later stages were
+# found to slide on validation with it (docs/trainee.md); a row names its lr where it differs.
 BASE_TRAINEE: dict[str, Any] = {"lr": 5e-4}
 # Variants that change the capacity (the agents' view radius, agent slots) or the training
 # data's config values. The paper trains on 2 agents only; agents2-5 measures what 3-5-agent
