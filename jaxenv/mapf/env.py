@@ -306,14 +306,11 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
 
     def _agents_plane(self, state: MAPFState) -> jax.Array:
         """[S, S] uint8: 1 where an active agent stands."""
-        s, on = self.cap.max_size, state.level.agent_mask().astype(jnp.uint8)
-        return jnp.zeros((s, s), jnp.uint8).at[state.pos[:, 0], state.pos[:, 1]].max(on)
+        return views.mark_cells(state.pos, state.level.agent_mask(), self.cap.max_size)
 
     def global_state(self, state: MAPFState) -> jax.Array:
         """[S, S, 4] uint8 map for a centralised critic, channels GLOBAL_CHANNELS."""
-        s = self.cap.max_size
-        on = on_goal(state).astype(jnp.uint8)
-        done = jnp.zeros((s, s), jnp.uint8).at[state.pos[:, 0], state.pos[:, 1]].max(on)
+        done = views.mark_cells(state.pos, on_goal(state), self.cap.max_size)
         return jnp.concatenate([self._planes(state), done[..., None]], -1)
 
     # ------------------------------------------------------- multi-agent protocol

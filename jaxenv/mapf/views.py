@@ -43,15 +43,18 @@ def pack_rows(planes: jax.Array) -> jax.Array:
     return x[..., 0]
 
 
+def mark_cells(cells: jax.Array, on: jax.Array, s: int) -> jax.Array:
+    """[S, S] uint8: 1 at each cell of `cells` ([A, 2]) whose `on` ([A] bool) is set."""
+    return jnp.zeros((s, s), jnp.uint8).at[cells[:, 0], cells[:, 1]].max(on.astype(jnp.uint8))
+
+
 def static_planes(holes: jax.Array, size: jax.Array, goals: jax.Array,
                   active: jax.Array) -> jax.Array:
     """[2, S, S] uint8: a level's obstacle plane (holes and the outside of its N x N grid) and
     its active agents' goal plane: the part of the view that never changes in an episode."""
     s = holes.shape[-1]
     obstacle = (~in_grid_mask(size, s) | holes).astype(jnp.uint8)
-    goal = jnp.zeros((s, s), jnp.uint8).at[goals[:, 0], goals[:, 1]].max(
-        active.astype(jnp.uint8))
-    return jnp.stack([obstacle, goal])
+    return jnp.stack([obstacle, mark_cells(goals, active, s)])
 
 
 def static_rows(holes: jax.Array, size: jax.Array, goals: jax.Array,
