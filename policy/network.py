@@ -49,6 +49,7 @@ torso on accelerators. Environments without a view (e.g. CartPole) use the vecto
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import jax
@@ -67,6 +68,30 @@ MASKED_LOGIT = -1e9
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # a state-dependent log std stays in this range
 Torso = Literal["mlp", "conv"]
 Mixer = Literal["none", "attention"]
+
+
+class SplitDense(nn.Module):
+    """`nn.Dense` on the concatenation of `parts`, computed without building it.
+
+    Each part multiplies its own rows of one kernel ([sum of part widths, features]: the
+    parameters, names and initialisation `nn.Dense` would have, so checkpoints load either
+    way); the result differs from the concatenated product only by float summation order.
+    Why: on XLA's CPU backend, concatenating a float copy of every agent's view with its
+    feature vector cost more than the layer's product (docs/scaling.md, "The PPO stage").
+    """
+
+    features: int
+    kernel_init: Callable[..., jax.Array] = nn.initializers.lecun_normal()
+    bias_init: Callable[..., jax.Array] = nn.initializers.zeros_init()
+
+    @nn.compact
+    def __call__(self, parts: Sequence[jax.Array]) -> jax.Array:
+        widths = [p.shape[-1] for p in parts]
+        kernel = self.param("kernel", self.kernel_init, (sum(widths), self.features),
+                            jnp.float32)
+        bias = self.param("bias", self.bias_init, (self.features,), jnp.float32)
+        rows = np.cumsum([0, *widths])
+        return sum(p @ kernel[lo:hi] for p, lo, hi in zip(parts, rows[:-1], rows[1:])) + bias
 
 
 class ActorCritic(nn.Module):
@@ -121,9 +146,8 @@ class ActorCritic(nn.Module):
                      for k, v in zero.items()}
             vec = obsnorm.normalize(stats, vec)
         feats.append(vec)
-        h0 = jnp.concatenate(feats, -1)
         ortho = orthogonal
-        h = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso0")(h0))
+        h = nn.relu(SplitDense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="torso0")(feats))
         if self.mixer == "attention":
             h = AgentAttention(heads=self.mixer_heads, radius=self.mixer_radius,
                                name="mixer")(h, x.agent_mask, x.pos)
@@ -163,7 +187,8 @@ class ActorCritic(nn.Module):
         if self.separate_critic:  # the value's own torso: its gradients leave the policy's alone
             if self.critic == "mappo" or self.mixer != "none":
                 raise ValueError("separate_critic is for the plain ippo critic without a mixer")
-            c = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="vtorso0")(h0))
+            c = nn.relu(SplitDense(self.hidden, kernel_init=ortho(np.sqrt(2)),
+                                   name="vtorso0")(feats))
             c = nn.relu(nn.Dense(self.hidden, kernel_init=ortho(np.sqrt(2)), name="vtorso1")(c))
         value = nn.Dense(1, kernel_init=ortho(1.0), name="v")(c)[..., 0]
         return logits, value

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policy.gae import gae
 from policy.loss import LossBatch, ppo_loss
@@ -119,3 +122,75 @@ def test_network_shares_parameters_across_agents(torso, critic):
     lp, vp = net.apply(params, xp)
     np.testing.assert_allclose(lp, logits[perm], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(vp, value[perm], rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(widths=st.lists(st.integers(1, 40), min_size=1, max_size=3),
+       lead=st.lists(st.integers(1, 4), min_size=0, max_size=2), seed=st.integers(0, 2**16))
+def test_split_dense_is_dense_on_the_concatenation(widths, lead, seed):
+    """The same parameters as `nn.Dense` on the concatenated parts (names, shapes, values at
+    init), and the same output up to float summation order."""
+    from flax import linen as nn
+
+    from policy.network import SplitDense
+    from policy.orthogonal import orthogonal
+
+    keys = jax.random.split(jax.random.PRNGKey(seed), len(widths) + 2)
+    parts = [jax.random.normal(k, (*lead, w)) for k, w in zip(keys[2:], widths)]
+    whole = jnp.concatenate(parts, -1)
+    split, dense = (SplitDense(8, kernel_init=orthogonal(1.4)),
+                    nn.Dense(8, kernel_init=orthogonal(1.4)))
+    p_split, p_dense = split.init(keys[0], parts), dense.init(keys[0], whole)
+    chex.assert_trees_all_equal(p_split, p_dense)
+    p = jax.tree.map(lambda x: x + jax.random.normal(keys[1], x.shape), p_dense)  # bias != 0
+    np.testing.assert_allclose(split.apply(p, parts), dense.apply(p, whole), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_ppo_epochs_equals_a_plain_loop_over_minibatches():
+    """Differential: the scanned update against a plain Python loop that, per epoch, splits
+    a permutation of the time steps into minibatches and takes one clipped-PPO Adam step on
+    each (counts from the minibatch's masks). Same parameters after two epochs."""
+    import optax
+
+    from jaxenv.agents import AgentObs
+    from policy.network import ActorCritic
+    from policy.ppo import Hparams
+    from policy.rollout import Transition
+    from policy.update import make_optimizer, ppo_epochs
+
+    t, b, a = 8, 3, 2
+    ks = jax.random.split(jax.random.PRNGKey(0), 8)
+    mask = jnp.ones((t, b, a), bool)
+    inp = AgentObs(view=jax.random.randint(ks[0], (t, b, a, 3, 3, 2), 0, 2).astype(jnp.uint8),
+                   vec=jax.random.normal(ks[1], (t, b, a, 3)), agent_mask=mask,
+                   acting=jax.random.bernoulli(ks[2], 0.8, (t, b, a)))
+    traj = Transition(inp=inp, action=jax.random.randint(ks[3], (t, b, a), 0, 5),
+                      logp=jnp.full((t, b, a), -1.6), value=jax.random.normal(ks[4], (t, b, a)),
+                      reward=jnp.zeros((t, b, a)), done=jnp.zeros((t, b), bool))
+    adv, target = jax.random.normal(ks[5], (t, b, a)), jax.random.normal(ks[6], (t, b, a))
+    net = ActorCritic(hidden=8)
+    hp = Hparams(update_epochs=2, num_minibatches=4, num_steps=t)
+    tx = make_optimizer(1e-2, 0.5, 1e-5)
+    params = net.init(ks[7], jax.tree.map(lambda x: x[0], inp))
+    out, _, _ = ppo_epochs(net, tx, hp, params, tx.init(params), traj, adv, target,
+                           jax.random.PRNGKey(3))
+
+    ref, opt = params, tx.init(params)
+    for k in jax.random.split(jax.random.PRNGKey(3), hp.update_epochs):
+        for idx in jax.random.permutation(k, t).reshape(hp.num_minibatches, -1):
+            tr, ad, tg = jax.tree.map(lambda x, i=idx: x[i], (traj, adv, target))
+            lb = LossBatch(action=tr.action, old_logp=tr.logp, old_value=tr.value, adv=ad,
+                           target=tg, pi_mask=tr.inp.acting, v_mask=tr.inp.agent_mask)
+
+            def loss(p, tr=tr, lb=lb):
+                logits, value = net.apply(p, tr.inp)
+                return ppo_loss(logits, value, lb, n_pi=lb.pi_mask.sum(),
+                                n_v=lb.v_mask.sum(), clip_eps=hp.clip_eps, vf_coef=hp.vf_coef,
+                                ent_coef=hp.ent_coef)[0]
+
+            upd, opt = tx.update(jax.grad(loss)(ref), opt, ref)
+            ref = optax.apply_updates(ref, upd)
+    chex.assert_trees_all_close(out, ref, rtol=1e-5, atol=1e-6)
+    assert not jax.tree.reduce(lambda acc, x: acc and x, jax.tree.map(
+        lambda x, y: bool(jnp.allclose(x, y)), out, params))  # the update moved the params
