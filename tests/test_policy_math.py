@@ -176,21 +176,23 @@ def test_ppo_epochs_equals_a_plain_loop_over_minibatches():
     out, _, _ = ppo_epochs(net, tx, hp, params, tx.init(params), traj, adv, target,
                            jax.random.PRNGKey(3))
 
+    @jax.jit  # one Adam step on one minibatch (compiled once: every minibatch has one shape)
+    def step(p, opt, tr, ad, tg):
+        lb = LossBatch(action=tr.action, old_logp=tr.logp, old_value=tr.value, adv=ad,
+                       target=tg, pi_mask=tr.inp.acting, v_mask=tr.inp.agent_mask)
+
+        def loss(q):
+            logits, value = net.apply(q, tr.inp)
+            return ppo_loss(logits, value, lb, n_pi=lb.pi_mask.sum(), n_v=lb.v_mask.sum(),
+                            clip_eps=hp.clip_eps, vf_coef=hp.vf_coef, ent_coef=hp.ent_coef)[0]
+
+        upd, opt = tx.update(jax.grad(loss)(p), opt, p)
+        return optax.apply_updates(p, upd), opt
+
     ref, opt = params, tx.init(params)
     for k in jax.random.split(jax.random.PRNGKey(3), hp.update_epochs):
         for idx in jax.random.permutation(k, t).reshape(hp.num_minibatches, -1):
-            tr, ad, tg = jax.tree.map(lambda x, i=idx: x[i], (traj, adv, target))
-            lb = LossBatch(action=tr.action, old_logp=tr.logp, old_value=tr.value, adv=ad,
-                           target=tg, pi_mask=tr.inp.acting, v_mask=tr.inp.agent_mask)
-
-            def loss(p, tr=tr, lb=lb):
-                logits, value = net.apply(p, tr.inp)
-                return ppo_loss(logits, value, lb, n_pi=lb.pi_mask.sum(),
-                                n_v=lb.v_mask.sum(), clip_eps=hp.clip_eps, vf_coef=hp.vf_coef,
-                                ent_coef=hp.ent_coef)[0]
-
-            upd, opt = tx.update(jax.grad(loss)(ref), opt, ref)
-            ref = optax.apply_updates(ref, upd)
+            ref, opt = step(ref, opt, *jax.tree.map(lambda x, i=idx: x[i], (traj, adv, target)))
     chex.assert_trees_all_close(out, ref, rtol=1e-5, atol=1e-6)
     assert not jax.tree.reduce(lambda acc, x: acc and x, jax.tree.map(
         lambda x, y: bool(jnp.allclose(x, y)), out, params))  # the update moved the params
