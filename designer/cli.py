@@ -66,6 +66,8 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "stages": ("stages", int, "stages, round 0 included"),
     "stage-steps": ("stage_steps", int, "training env steps per stage"),
     "heldout-every": ("heldout_every", int, "held-out evaluation every k stages (and the last)"),
+    "select": ("select", str, "the run's result: validation (the stage with the best "
+               "validation score) or last"),
     "seed": ("seed", int, "seed of round 0, training and sampling"),
     "max-size": ("capacity.max_size", int, "largest map side"),
     "max-agents": ("capacity.max_agents", int, "agent slots in training"),
@@ -221,18 +223,28 @@ class StageProgress:
 
 
 # -------------------------------------------------------------------------- commands
-def print_table(results: list[Any], title: str) -> None:
+def print_table(results: list[Any], title: str, selection: dict[str, Any] | None = None
+                ) -> None:
+    """The run's held-out numbers: its result (the stage `selection` chose) and, where that
+    is not the last stage, the last stage's too."""
     from rich.console import Console
     from rich.table import Table
 
+    last = len(results) - 1
     final = next((r.heldout for r in reversed(results) if r.heldout), None)
+    rows = [(f"final stage {last}", final)]
+    if selection and selection["stage"] != last:
+        rows.insert(0, (f"stage {selection['stage']}, chosen on validation",
+                        selection["heldout"]))
+    rows = [(what, table) for what, table in rows if table]
     t = Table(title=title)
     if final and "mean_over_sizes" not in final:  # a control family: the robustness numbers
         t.add_column("held-out set")
         t.add_column("success %")
         t.add_column("normalised return")
-        t.add_row(f"{final['family']} ({final['n']} variants, final stage)",
-                  f"{final['success']:.1f}", f"{final['normalized_return']:.3f}")
+        for what, h in rows:
+            t.add_row(f"{h['family']} ({h['n']} variants, {what})", f"{h['success']:.1f}",
+                      f"{h['normalized_return']:.3f}")
         Console().print(t)
         return
     t.add_column("model")
@@ -242,9 +254,9 @@ def print_table(results: list[Any], title: str) -> None:
 
     for name, cells in PAPER.items():
         t.add_row(name, *[f"{v:.2f} / {o:.2f}" for v, o in cells])
-    if final:
-        m = final["mean_over_sizes"]
-        t.add_row("this run (held-out split, final stage)",
+    for what, h in rows:
+        m = h["mean_over_sizes"]
+        t.add_row(f"this run (held-out split, {what})",
                   *[f"{m[k]['valid']:.2f} / {m[k]['optimal']:.2f}" if k in m else "-"
                     for k in ("3", "4", "5")])
     Console().print(t)
@@ -301,8 +313,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if processes is not None and not processes.is_main:
         return 0
     report = write_report([out], out, title=f"Run {out}", command=command_line())
+    sel = out / "selected.json"
     print_table(results, f"{settings.engineer}: {len(results)} stages, "
-                         f"{results[-1].env_steps:,} env steps, {time.perf_counter() - t0:.0f}s")
+                         f"{results[-1].env_steps:,} env steps, {time.perf_counter() - t0:.0f}s",
+                json.loads(sel.read_text()) if sel.is_file() else None)
     print(f"report: {report}")
     return 0
 
@@ -357,7 +371,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     done = loop.folder.finished_stages()
     if not done:
         raise CliError(f"{args.run} has no finished stage with a checkpoint")
-    stage = done[-1] if args.stage is None else args.stage
+    sel = args.run / "selected.json"
+    chosen = json.loads(sel.read_text())["stage"] if sel.is_file() else done[-1]
+    stage = chosen if args.stage is None else args.stage
     if stage not in done:
         raise CliError(f"stage {stage} is not finished in {args.run} (finished: {done})")
     state = loop.trainee.restore(loop.folder.stage_dir(stage) / "ckpt",
@@ -553,7 +569,8 @@ def parser() -> Parser:
     e = sub.add_parser("eval", help="the held-out table of a run's trainee, or of an LLM "
                        "writing whole plans (--llm)")
     e.add_argument("run", type=Path, nargs="?", help="a run folder (not with --llm)")
-    e.add_argument("--stage", type=int, help="which finished stage (default: the last)")
+    e.add_argument("--stage", type=int, help="which finished stage (default: the run's result, "
+                   "selected.json; else the last)")
     e.add_argument("--llm", action="store_true", help="an LLM writes every agent's whole plan "
                    "for each instance (the paper's trainee setting; docs/llm_trainee.md)")
     e.add_argument("--backend", default="transformers", help="LLM backend (--llm)")

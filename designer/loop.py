@@ -13,6 +13,9 @@ Stage k of `ClosedLoop.run()`:
    and choose by the documented rule (engineers marked unverified take their own proposal);
 5. write everything to the run folder (`designer.runfolder`) and mark the stage done.
 
+After the last stage the run hands back one stage's policy (`designer.selection`): by default
+the one with the best validation score, written with its held-out table to `selected.json`.
+
 Round 0 starts from a random config drawn from the seed, the same for every engineer, as in
 the paper. Every engineer gets the same training budget (stages x env steps per stage);
 verification rollouts are counted and reported separately. `resume` continues from the last
@@ -40,6 +43,7 @@ from designer.context import Context, ContextBuilder, HistoryEntry, editable_val
 from designer.engineers import make_engineer
 from designer.runfolder import RunFolder
 from designer.sampling import random_values
+from designer.selection import select_stage
 from designer.settings import RunSettings, upgrade_saved
 from designer.tasks import make_task
 from designer.trainees import make_trainee
@@ -136,6 +140,7 @@ class ClosedLoop:
         self.first = first
         self.verify_episodes = 0
         self.self_summary: str | None = None  # S: the chosen proposal's own rationale
+        self.selection: dict[str, Any] | None = None  # selected.json, once the run is done
 
     # ------------------------------------------------------------------ helpers
     @contextmanager
@@ -185,7 +190,7 @@ class ClosedLoop:
         history: list[HistoryEntry] = []
         results = [self._load_stage(k) for k in done]
         if results and results[-1].last:
-            return results
+            return self._finish(results, runner)
         for r in results:
             history.append(HistoryEntry(stage=r.stage, values=editable_values(
                 self.space, r.values), summary=f.read_json(
@@ -210,7 +215,45 @@ class ClosedLoop:
             self.self_summary = result.choice.get("rationale") or None
             if result.last:
                 break
+        return self._finish(results, runner)
+
+    # --------------------------------------------------------------- selection
+    def _finish(self, results: list[StageResult], runner: Any) -> list[StageResult]:
+        """The run's result once its last stage is done: the stage `designer.selection`
+        chooses on validation, with its held-out table, in `selected.json` (read back when a
+        finished run is resumed). A chosen stage whose held-out split was skipped
+        (`heldout_every`) is restored from its checkpoint and evaluated with the key the loop
+        would have used, so the table is the one the stage itself would have written."""
+        if not results or not results[-1].last:
+            return results
+        f = self.folder
+        if (f.path / "selected.json").is_file():
+            self.selection = f.read_json("selected.json")
+            return results
+        scores = [self.task.score(r.validation) for r in results]
+        k = select_stage(scores, self.s.select)
+        held = results[k].heldout
+        if held is None:
+            held = self.heldout_at(k, runner)
+        if self.main:
+            self.selection = {"rule": self.s.select, "stage": k, "last_stage": len(results) - 1,
+                              "scores": scores,
+                              "validation": self.task.headline(results[k].validation),
+                              "heldout": held, "heldout_evaluated_after_run": results[k].heldout
+                              is None}
+            f.write_json("selected.json", self.selection)
         return results
+
+    def heldout_at(self, stage: int, runner: Any) -> dict[str, Any] | None:
+        """Stage `stage`'s held-out table from its checkpoint (every process restores; the
+        main process evaluates, as in a stage)."""
+        runner = self.trainee.restore(self.folder.stage_dir(stage) / "ckpt", runner)
+        if not self.main:
+            return None
+        times: dict[str, float] = {}
+        with self.phase(stage, "heldout", times):
+            held = self.trainee.validate(runner, self.heldout, self.key(stage, 3))
+        return held.table.to_dict()
 
     def _stage(self, stage: int, runner: Any, values: dict[str, Any],
                history: list[HistoryEntry], train_s: float

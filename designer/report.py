@@ -2,9 +2,11 @@
 
 `write_report(run_dirs, out)` reads finished run folders (`designer.runfolder`) and writes:
 
-- the paper-style table on the **held-out** split of each engineer's final stage: valid % /
+- the paper-style table on the **held-out** split of each run's result (the stage chosen on
+  validation, `designer.selection`; the final stage for runs with `select = "last"`): valid % /
   optimal % by agents 3/4/5 (mean over map sizes), mean ± std over seeds, beside the paper's
-  rows; and per engineer the agents x map size table (mean ± std over seeds);
+  rows; the same table at the final stage where the two differ; and per engineer the agents x
+  map size table (mean ± std over seeds);
 - `heldout_curve.png`: held-out valid % against training env steps and against training wall
   time, per engineer (mean over seeds, the band is ± one std);
 - `configs.png`: the size mix and mean hole / wait ratios chosen per stage, per engineer;
@@ -50,6 +52,7 @@ class Run:
     stages: list[dict[str, Any]]  # done.json of each finished stage
     heldout: list[dict[str, Any] | None]  # held-out table of each stage (None if skipped)
     validation: list[dict[str, Any]]
+    selected: dict[str, Any] | None = None  # selected.json (a finished run's chosen stage)
 
     @property
     def label(self) -> str:
@@ -60,7 +63,18 @@ class Run:
 
     @property
     def final(self) -> dict[str, Any] | None:
+        """The held-out table of the last stage that has one."""
         return next((h for h in reversed(self.heldout) if h is not None), None)
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        """The held-out table of the run's result: its chosen stage once the run is done,
+        else (a run still going) the last table so far."""
+        return self.selected["heldout"] if self.selected else self.final
+
+    @property
+    def result_stage(self) -> int | None:
+        return self.selected["stage"] if self.selected else None
 
 
 def load_run(path: str | Path) -> Run:
@@ -79,7 +93,9 @@ def load_run(path: str | Path) -> Run:
         k += 1
     if not stages:
         raise ValueError(f"{p} has no finished stage yet")
-    return Run(p, settings, stages, held, val)
+    sel = p / "selected.json"
+    return Run(p, settings, stages, held, val,
+               json.loads(sel.read_text()) if sel.is_file() else None)
 
 
 def _ms(xs: list[float]) -> str:
@@ -98,15 +114,16 @@ def group(runs: list[Run]) -> dict[str, list[Run]]:
     return dict(sorted(out.items()))
 
 
-def summary_table(runs: list[Run]) -> list[str]:
-    """The paper's layout: valid % / optimal % by agents (mean over sizes) per engineer."""
+def summary_table(runs: list[Run], pick: str = "result") -> list[str]:
+    """The paper's layout: valid % / optimal % by agents (mean over sizes) per engineer, of
+    each run's result (`pick="result"`) or of its final stage (`pick="final"`)."""
     rows = ["| engineer | seeds | 3 agents | 4 agents | 5 agents | train env steps | "
             "verification episodes |", "|---|---|---|---|---|---|---|"]
     for name, cells in PAPER.items():
         rows.append(f"| {name} | - | " + " | ".join(f"{v:.2f} / {o:.2f}" for v, o in cells)
                     + " | - | - |")
     for label, rs in group(runs).items():
-        finals = [r.final for r in rs if r.final is not None]
+        finals = [getattr(r, pick) for r in rs if getattr(r, pick) is not None]
         cells = []
         for k in AGENTS:
             v = [f["mean_over_sizes"][k]["valid"] for f in finals if k in f["mean_over_sizes"]]
@@ -119,10 +136,30 @@ def summary_table(runs: list[Run]) -> list[str]:
     return rows
 
 
+def selection_lines(runs: list[Run], score: str = "valid % + optimal %") -> list[str]:
+    """Which stage each run handed back, and by which rule (`designer.selection`; `score`
+    names the task's selection score)."""
+    rules = sorted({r.selected["rule"] for r in runs if r.selected})
+    if not rules:
+        return ["Each run's final stage (no run has finished with a chosen stage).", ""]
+    chosen = ", ".join(f"{r.label} seed {r.settings['seed']}: stage {r.result_stage}"
+                       for r in runs if r.selected)
+    return [f"A run's result is the stage chosen by rule {' / '.join(rules)} "
+            f"(`validation`: the best validation score, {score}; `last`: the final "
+            "stage). The held-out split never chooses. Chosen stages: " + chosen + ".", ""]
+
+
+def final_stage_table(runs: list[Run]) -> list[str]:
+    """The summary table at the final stage, where some run's result is an earlier stage."""
+    if all(r.result_stage in (None, len(r.stages) - 1) for r in runs):
+        return []
+    return ["### The same runs at their final stage", "", *summary_table(runs, "final"), ""]
+
+
 def size_tables(runs: list[Run]) -> list[str]:
     out = []
     for label, rs in group(runs).items():
-        finals = [r.final for r in rs if r.final is not None]
+        finals = [r.result for r in rs if r.result is not None]
         if not finals:
             continue
         sizes = sorted({int(s) for f in finals for d in f["by_size"].values() for s in d})
@@ -345,9 +382,10 @@ def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str = "E
 
         return write_control_report(runs, out, title=title, command=command)
     pngs = plots(runs, out)
-    body = ["## Held-out split (never read by any engineer): final stage, mean over map sizes",
-            "", "valid % / optimal % (mean ± std over seeds)", "", *summary_table(runs), "",
-            *size_tables(runs),
+    body = ["## Held-out split (never read by any engineer): each run's result, mean over "
+            "map sizes", "", *selection_lines(runs),
+            "valid % / optimal % (mean ± std over seeds)", "", *summary_table(runs), "",
+            *final_stage_table(runs), *size_tables(runs),
             "## Time per stage", "",
             "Wall-clock seconds per stage (mean over stages and seeds). Verification is "
             "counted apart from training; `propose` holds the LLM calls, or the "

@@ -3,7 +3,8 @@
 `write_control_report(runs, out)` (called by `designer.report.write_report` for runs whose
 `env` is a control family) writes `report.md` and:
 
-- the held-out robustness table of each engineer's final stage: success % and mean normalised
+- the held-out robustness table of each run's result (the stage chosen on validation,
+  `designer.selection`, or the final stage): success % and mean normalised
   return over the family's frozen held-out variants (mean ± std over seeds), and per engineer
   the success % per parameter bin;
 - `heldout_curve.png`: held-out success % against training env steps and wall time;
@@ -31,6 +32,7 @@ from designer.report import (
     heldout_curve_plot,
     panel_grid,
     save_figure,
+    selection_lines,
     stage_bars_plot,
     stage_time_plot,
     time_table,
@@ -41,7 +43,7 @@ from jaxenv.control.sets import HELDOUT, N_BINS, bin_edges, load_arrays
 
 
 def _finals(rs: list[Run]) -> list[dict[str, Any]]:
-    return [r.final for r in rs if r.final is not None]
+    return [r.result for r in rs if r.result is not None]
 
 
 def summary_table(runs: list[Run]) -> list[str]:
@@ -89,11 +91,11 @@ def _bins(name: str) -> np.ndarray:
 
 
 def heatmap_params(runs: list[Run], name: str) -> tuple[int, int]:
-    """The two parameters whose bins' held-out success varies most over all final stages."""
+    """The two parameters whose bins' held-out success varies most over all runs' results."""
     fam = family(name)
     spread = []
     for p in fam.params:
-        s = [row["success"] for r in runs if r.final for row in r.final["by_param"][p.name]]
+        s = [row["success"] for r in runs if r.result for row in r.result["by_param"][p.name]]
         spread.append(float(np.nanstd(s)) if s else 0.0)
     a, b = np.argsort(spread)[::-1][:2]
     return int(min(a, b)), int(max(a, b))
@@ -120,8 +122,8 @@ def plots(runs: list[Run], out: Path, name: str) -> list[str]:
     ei, ej = (bin_edges(name, fam.params[k].name) * fam.params[k].nominal for k in (i, j))
     im = None
     for ax, (label, rs) in zip(flat, groups.items()):
-        succ = np.mean([np.asarray(r.final["per_variant"]["success"], float)
-                        for r in rs if r.final], 0)
+        succ = np.mean([np.asarray(r.result["per_variant"]["success"], float)
+                        for r in rs if r.result], 0)
         grid = np.full((N_BINS, N_BINS), np.nan)
         for a in range(N_BINS):
             for b in range(N_BINS):
@@ -193,9 +195,9 @@ def write_control_report(runs: list[Run], out: Path, *, title: str,
                          f"{sorted({r.settings['env'] for r in runs})}")
     fam = family(name)
     pngs = plots(runs, out, name)
-    n_held = len(runs[0].final["per_variant"]["success"]) if runs[0].final else 0
+    n_held = len(runs[0].result["per_variant"]["success"]) if runs[0].result else 0
     body = [f"## Held-out physics variants ({n_held}, never read by any engineer): "
-            "final stage", "",
+            "each run's result", "", *selection_lines(runs, "mean normalised return"),
             f"Success: return >= {fam.success_threshold:g}. Normalised return: 0 at "
             f"{fam.return_range[0]:g}, 1 at {fam.return_range[1]:g}. Mean ± std over seeds.",
             "", *summary_table(runs), "", *bin_tables(runs, name),

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from designer.context import parse_modules
+from designer.selection import SELECT
 from designer.verify import SIGNALS
 from policy.llm.settings import LLMTraineeSettings
 
@@ -27,8 +28,10 @@ BACKENDS = ("transformers", "llamacpp", "vllm", "openai", "replay")
 
 # Options added after runs were saved, with the value those runs had: a saved run.json that
 # lacks one ran without it (resuming, comparing or re-evaluating it must rebuild that trainee).
-ADDED_SINCE: dict[tuple[str, str], Any] = {("capacity", "cost_to_go"): False,
-                                           ("trainee", "lr_schedule"): "constant"}
+# A key of None is a top-level setting.
+ADDED_SINCE: dict[tuple[str | None, str], Any] = {("capacity", "cost_to_go"): False,
+                                                  ("trainee", "lr_schedule"): "constant",
+                                                  (None, "select"): "last"}
 
 
 def upgrade_saved(settings: dict[str, Any]) -> dict[str, Any]:
@@ -36,7 +39,7 @@ def upgrade_saved(settings: dict[str, Any]) -> dict[str, Any]:
     them (see `ADDED_SINCE`); a copy."""
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in settings.items()}
     for (section, key), value in ADDED_SINCE.items():
-        out.setdefault(section, {}).setdefault(key, value)
+        (out if section is None else out.setdefault(section, {})).setdefault(key, value)
     return out
 
 
@@ -175,6 +178,10 @@ class RunSettings(Strict):
                                         "taken this long (wall time, training only).")
     heldout_every: int = Field(1, ge=1, description="Held-out evaluation every k stages (and "
                                "at the last).")
+    select: Literal[SELECT] = Field("validation", description="Which stage's policy is the "
+                                    "run's result: validation (the best validation score, "
+                                    "designer.selection) or last. The held-out split never "
+                                    "chooses.")
     seed: int = Field(0, ge=0, description="Seed of round 0's config, training and sampling.")
     capacity: CapacitySettings = CapacitySettings()
     trainee_kind: Literal[TRAINEES] = Field("ppo", description="Who learns: ppo (the jitted "

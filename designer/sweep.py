@@ -695,16 +695,22 @@ def _launch(todo: list[Trial], out: Path, opts: Options,
 
 # --------------------------------------------------------------------------------- results
 def result_row(t: Trial, out: Path, state: str) -> dict[str, Any]:
-    """One line of results.jsonl: the trial's overrides, status and final held-out figures."""
+    """One line of results.jsonl: the trial's overrides, status and the held-out figures of
+    its result (the stage `designer.selection` chose; the last stage of older runs)."""
     d = out / t.name
     folder = RunFolder(d)
     done = folder.finished_stages()
     last = folder.read_json(folder.stage_rel(done[-1]) / "done.json") if done else {}
     attempts = read_attempts(d)
     ok = is_finished(d, t.settings.stages)
+    if ok and (d / "selected.json").is_file():
+        sel = folder.read_json("selected.json")
+        last = {**last, "heldout_by_agents": sel["heldout"].get("mean_over_sizes"),
+                "heldout_overall": sel["heldout"].get("overall"), "stage": sel["stage"]}
     return {"trial": t.name, "run_dir": str(d), "overrides": t.overrides, "cell": t.cell,
             "status": "finished" if ok else "failed", "skipped": state == "finished",
             "stages_done": len(done), "stages": t.settings.stages,
+            "result_stage": last.get("stage") if ok else None,
             "env_steps": last.get("env_steps"),
             "heldout_by_agents": last.get("heldout_by_agents") if ok else None,
             "heldout_overall": last.get("heldout_overall") if ok else None,

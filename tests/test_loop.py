@@ -76,6 +76,50 @@ def test_run_folder_holds_everything(straight):
         assert (straight / png).stat().st_size > 5000
 
 
+def test_the_run_hands_back_the_stage_chosen_on_validation(straight, env):
+    from designer.selection import select_stage
+    from designer.tasks.mapf import score
+
+    sel = json.loads((straight / "selected.json").read_text())
+    tables = [json.loads((straight / "stages" / f"{k:03d}" / "validation.json").read_text())
+              ["table"] for k in range(3)]
+    assert sel["rule"] == "validation" and sel["scores"] == [score(t) for t in tables]
+    k = select_stage(sel["scores"], "validation")
+    assert sel["stage"] == k and sel["last_stage"] == 2
+    own = json.loads((straight / "stages" / f"{k:03d}" / "heldout.json").read_text())["table"]
+    assert sel["heldout"] == own and not sel["heldout_evaluated_after_run"]
+    assert f"rules seed 3: stage {k}" in (straight / "report.md").read_text()
+
+
+def test_a_chosen_stage_without_heldout_is_evaluated_from_its_checkpoint(
+        tmp_path, env, straight, settings_file, monkeypatch):
+    """Held-out skipped at stage 0 (`--heldout-every 5`); when stage 0 is chosen, its
+    checkpoint is evaluated after the run and gives the table stage 0 wrote in a run that
+    did evaluate it. The report then shows the final stage beside the result, and `eval`
+    defaults to the chosen stage."""
+    out = tmp_path / "sparse"
+    res = cli(["run", "--engineer", "rules", *TINY, "--settings", str(settings_file),
+               "--heldout-every", "5", "--out", str(out)], env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads((out / "stages" / "000" / "heldout.json").read_text())["table"] is None
+    (out / "selected.json").unlink()
+    import designer.loop
+    from designer.cli import saved_settings
+    from designer.report import write_report
+
+    monkeypatch.setattr(designer.loop, "select_stage", lambda scores, rule: 0)
+    loop = designer.loop.ClosedLoop(saved_settings(out / "run.json"), out)
+    loop.run()
+    sel = json.loads((out / "selected.json").read_text())
+    assert sel["stage"] == 0 and sel["heldout_evaluated_after_run"]
+    assert sel["heldout"] == json.loads((straight / "stages" / "000" / "heldout.json")
+                                        .read_text())["table"]
+    report = write_report([out], tmp_path / "report").read_text()
+    assert "stage 0" in report and "The same runs at their final stage" in report
+    res = cli(["eval", str(out)], env)
+    assert res.returncode == 0 and "stage 0: held-out split" in res.stdout, res.stderr[-3000:]
+
+
 def test_kill_minus_nine_then_resume_equals_the_uninterrupted_run(tmp_path, env, straight,
                                                                  settings_file):
     out = tmp_path / "killed"

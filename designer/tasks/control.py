@@ -64,6 +64,12 @@ def guideline_files(name: str) -> tuple:
     return tuple(p for p in (own, FAMILY_PROMPTS / "control.md") if p.is_file())
 
 
+def score(table: dict[str, Any]) -> float:
+    """Model selection's number: the mean normalised return over the split (graded, where
+    success per variant is all-or-nothing)."""
+    return headline(table)["normalized_return"]
+
+
 def control_task(name: str, settings: Any) -> Task:
     """The control family `name` as a `Task` (MAPF's capacity and rule settings do not apply)."""
     env = make(name)
@@ -73,5 +79,5 @@ def control_task(name: str, settings: Any) -> Task:
                 eval_cfg=env.default_params,
                 failures=lambda val, train, seed: control_failures(val, train, seed=seed),
                 headline=headline, markdown=markdown, guidelines=guideline_files(name),
-                curriculum=curriculum(name),
+                curriculum=curriculum(name), score=score,
                 describe=f"{fam.gym_id} with its physics drawn from an edited distribution")

@@ -31,6 +31,13 @@ def headline(table: dict[str, Any]) -> dict[str, float]:
     return {"valid": float(o["valid"]), "optimal": float(o["optimal"])}
 
 
+def score(table: dict[str, Any]) -> float:
+    """Model selection's number: valid % + optimal % over the whole split (both of the paper's
+    numbers count, as both count in its accuracy reward)."""
+    h = headline(table)
+    return h["valid"] + h["optimal"]
+
+
 def mapf_task(settings: Any) -> Task:
     """The MAPF task of a `RunSettings` (capacity, preset, pinned rules and rewards)."""
     from designer.edits import preset_space
@@ -52,6 +59,6 @@ def mapf_task(settings: Any) -> Task:
                 eval_cfg=eval_cfg,
                 failures=lambda val, train, seed: mapf_failures(val, train, seed=seed),
                 headline=headline, markdown=format_markdown,
-                guidelines=PROMPTS / "guidelines.md", curriculum=CURRICULUM,
+                guidelines=PROMPTS / "guidelines.md", curriculum=CURRICULUM, score=score,
                 targets={"size_weights": HELDOUT_SIZES, "agent_weights": HELDOUT_AGENTS},
                 describe="MAPF-FrozenLake: multi-agent path finding on grids with holes")
