@@ -12,7 +12,9 @@
 - `configs.png`: the size mix and mean hole / wait ratios chosen per stage, per engineer;
 - `failures.png`: failure causes per stage on the validation split, per engineer;
 - `stage_time.png`: where a stage's time goes (training, validation, held-out evaluation, the
-  engineer's proposal, verification), per engineer.
+  engineer's proposal, verification), per engineer;
+- `selection.png`: valid % + optimal % per stage on the validation split (which chooses the
+  run's result) and on the held-out split, per engineer and seed, the chosen stage ringed.
 
 Runs on a control family get their own report (`designer.report_control`: the robustness
 table, a success heatmap over two parameters, the training ranges per stage).
@@ -294,7 +296,48 @@ def plots(runs: list[Run], out: Path) -> list[str]:
                                  title="{label}\nvalidation failures per stage",
                                  ylabel="failed episodes (mean over seeds)", height=3.4))
     names.append(stage_time_plot(groups, out))
+    if any(r.selected for r in runs):
+        names.append(selection_plot(groups, out))
     return names
+
+
+def _headline_sum(table: dict[str, Any] | None) -> float:
+    """valid % + optimal % over a whole split (the MAPF selection score; NaN if skipped)."""
+    if table is None:
+        return float("nan")
+    return float(table["overall"]["valid"] + table["overall"]["optimal"])
+
+
+def selection_plot(groups: dict[str, list[Run]], out: Path) -> str:
+    """`selection.png`: per engineer and seed, valid % + optimal % per stage on the validation
+    split (solid: what chooses) and on the held-out split (dashed: what is reported), the
+    chosen stage ringed: whether the choice holds up on levels it never saw."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes, flat = panel_grid(len(groups), 3.8, 3.4, sharey=True)
+    for ax, (label, rs) in zip(flat, groups.items()):
+        for i, r in enumerate(rs):
+            c = f"C{i}"
+            val = [_headline_sum(v["table"]) for v in r.validation]
+            held = [_headline_sum(h) for h in r.heldout]
+            ax.plot(val, "-", color=c, marker="o", ms=3, label=f"seed {r.settings['seed']}")
+            ax.plot(held, "--", color=c, lw=1)
+            if r.result_stage is not None:
+                ax.plot([r.result_stage], [val[r.result_stage]], "o", ms=10, mfc="none",
+                        color=c)
+        ax.set_title(label, fontsize=8)
+        ax.set_xlabel("stage")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("valid % + optimal % (whole split)")
+    fig.suptitle("Which stage is the run's result: solid, the validation split (it chooses); "
+                 "dashed, the held-out split; ring, the chosen stage", fontsize=8)
+    return save_figure(fig, out, "selection.png")
 
 
 def save_figure(fig: Any, out: Path, name: str) -> str:

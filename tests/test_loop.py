@@ -72,7 +72,8 @@ def test_run_folder_holds_everything(straight):
     assert list((straight / "tb").glob("events.out.tfevents.*"))  # TensorBoard is installed
     report = (straight / "report.md").read_text()
     assert "Held-out split" in report and "paper: Qwen3-4B + GRPO + engineer" in report
-    for png in ("heldout_curve.png", "configs.png", "failures.png", "stage_time.png"):
+    for png in ("heldout_curve.png", "configs.png", "failures.png", "stage_time.png",
+                "selection.png"):
         assert (straight / png).stat().st_size > 5000
 
 
