@@ -302,10 +302,10 @@ def plots(runs: list[Run], out: Path) -> list[str]:
 
 
 def _headline_sum(table: dict[str, Any] | None) -> float:
-    """valid % + optimal % over a whole split (the MAPF selection score; NaN if skipped)."""
-    if table is None:
-        return float("nan")
-    return float(table["overall"]["valid"] + table["overall"]["optimal"])
+    """The MAPF selection score of a table (`designer.tasks.mapf.score`); NaN if skipped."""
+    from designer.tasks.mapf import score
+
+    return float("nan") if table is None else score(table)
 
 
 def selection_plot(groups: dict[str, list[Run]], out: Path) -> str:

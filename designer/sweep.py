@@ -703,17 +703,18 @@ def result_row(t: Trial, out: Path, state: str) -> dict[str, Any]:
     last = folder.read_json(folder.stage_rel(done[-1]) / "done.json") if done else {}
     attempts = read_attempts(d)
     ok = is_finished(d, t.settings.stages)
+    result = last  # a run saved before `designer.selection`: its last stage
     if ok and (d / "selected.json").is_file():
         sel = folder.read_json("selected.json")
-        last = {**last, "heldout_by_agents": sel["heldout"].get("mean_over_sizes"),
-                "heldout_overall": sel["heldout"].get("overall"), "stage": sel["stage"]}
+        result = {"stage": sel["stage"], "heldout_by_agents": sel["heldout"].get(
+            "mean_over_sizes"), "heldout_overall": sel["heldout"].get("overall")}
     return {"trial": t.name, "run_dir": str(d), "overrides": t.overrides, "cell": t.cell,
             "status": "finished" if ok else "failed", "skipped": state == "finished",
             "stages_done": len(done), "stages": t.settings.stages,
-            "result_stage": last.get("stage") if ok else None,
+            "result_stage": result.get("stage") if ok else None,
             "env_steps": last.get("env_steps"),
-            "heldout_by_agents": last.get("heldout_by_agents") if ok else None,
-            "heldout_overall": last.get("heldout_overall") if ok else None,
+            "heldout_by_agents": result.get("heldout_by_agents") if ok else None,
+            "heldout_overall": result.get("heldout_overall") if ok else None,
             "wall_s": round(sum(a["wall_s"] for a in attempts), 2),
             "attempts": len(attempts), "retries": max(0, len(attempts) - 1),
             "error": None if ok else (attempts[-1]["error"] if attempts else "never started")}

@@ -93,6 +93,9 @@ def test_four_trial_sweep_writes_runs_report_and_results(first):
     for name, r in rows.items():
         assert r["status"] == "finished" and r["stages_done"] == 2 and r["error"] is None, r
         assert set(r["heldout_by_agents"]) == {"3", "4", "5"}
+        sel = json.loads((out / name / "selected.json").read_text())  # the run's result
+        assert r["result_stage"] == sel["stage"]
+        assert r["heldout_by_agents"] == sel["heldout"]["mean_over_sizes"]
         assert r["overrides"]["seed"] == int(name[-1]) and r["wall_s"] > 0
         run = json.loads((out / name / "run.json").read_text())["settings"]
         assert run["context"] == {"V1": "F", "V2": "F,G"}[name[:2]]
