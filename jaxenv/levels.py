@@ -2,8 +2,11 @@
 
 An environment with levels offers `generate(key, cfg) -> Level` (pure JAX) and
 `reset_to_level(key, level, cfg)`. Generators may run `while_loop`s (MAPF's BFS), and under one
-big `vmap` every lane waits for the slowest level of the whole batch, so `generate_many` maps
-small vmapped chunks with `lax.map` instead.
+big `vmap` every lane waits for the slowest level of the whole batch, so on the CPU
+`generate_many` maps small vmapped chunks with `lax.map` instead. On an accelerator the lanes
+run in parallel but each chunk's loops run in series (a kernel launch and a device-to-host sync
+per round), so there a stage pool (512 levels) is one vmap (`GEN_CHUNK`; `benchmarks/pool_gen.py`
+times each chunk size on the device at hand).
 
 A *pool* is a batch of pre-generated levels with a leading axis P. Resets that draw from a pool
 (`jaxenv.wrappers.PoolReset`) keep generation off the per-step hot path: gymnax computes a
@@ -25,12 +28,24 @@ from flax import struct
 
 from jaxenv.batching import broadcast, take
 
-GEN_CHUNK = 4
+# Levels per vmapped chunk, by backend. On the CPU chunks of 4 make the loop's pool 3.5x faster
+# than one vmap (benchmarks/pool_gen.py). Other backends: ACCELERATOR_CHUNK, a default stage
+# pool in one vmap, bounded because the exact two-agent search holds max_size**4 states a level
+# (1 M at 32 x 32).
+GEN_CHUNK: dict[str, int] = {"cpu": 4}
+ACCELERATOR_CHUNK = 512
 Generate = Callable[[jax.Array, Any], Any]
 
 
-def generate_many(generate: Generate, keys: jax.Array, cfgs: Any, chunk: int = GEN_CHUNK) -> Any:
-    """One level per (key, config) row: keys [n], cfgs batched [n] -> levels [n]."""
+def gen_chunk(n: int, backend: str | None = None) -> int:
+    """Chunk size `generate_many` uses for n levels on `backend` (default: JAX's default)."""
+    return max(1, min(n, GEN_CHUNK.get(backend or jax.default_backend(), ACCELERATOR_CHUNK)))
+
+
+def generate_many(generate: Generate, keys: jax.Array, cfgs: Any, chunk: int | None = None) -> Any:
+    """One level per (key, config) row: keys [n], cfgs batched [n] -> levels [n]. Levels do not
+    depend on `chunk` (default `gen_chunk(n)`), only the time to make them does."""
+    chunk = chunk or gen_chunk(keys.shape[0])
     return jax.lax.map(lambda kc: generate(kc[0], kc[1]), (keys, cfgs), batch_size=chunk)
 
 

@@ -1,4 +1,5 @@
-"""Plain-Python MAPF helpers for tests: BFS reachability and an exact two-agent Dijkstra.
+"""Plain-Python MAPF helpers for tests: BFS reachability, component labels and an exact
+two-agent Dijkstra.
 
 Independent of the JAX code under test (no jax, no numpy tricks): the joint search walks
 (pos0, pos1, settled0, settled1) states, where a settled agent stays on its goal for good and
@@ -27,6 +28,26 @@ def reachable(free, start, goal) -> bool:
                 seen.add(q)
                 todo.append(q)
     return False
+
+
+def component_labels(free) -> list[list[int]]:
+    """Each free cell's component as the smallest flat index in it (row-major); -1 if blocked."""
+    rows, cols = len(free), len(free[0])
+    lab = [[-1] * cols for _ in range(rows)]
+    for r0 in range(rows):
+        for c0 in range(cols):
+            if not free[r0][c0] or lab[r0][c0] >= 0:
+                continue
+            lab[r0][c0], todo = r0 * cols + c0, deque([(r0, c0)])  # first cell met is the min
+            while todo:
+                r, c = todo.popleft()
+                for dr, dc in MOVES[1:]:
+                    q = (r + dr, c + dc)
+                    if (0 <= q[0] < rows and 0 <= q[1] < cols and free[q[0]][q[1]]
+                            and lab[q[0]][q[1]] < 0):
+                        lab[q[0]][q[1]] = lab[r0][c0]
+                        todo.append(q)
+    return lab
 
 
 def _steps(free, p, settled, allow_wait):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from plain_mapf import pair_makespan, pair_needs_wait, pair_soc, reachable
 
 from jaxenv.batching import broadcast
-from jaxenv.levels import generate_many
+from jaxenv.levels import ACCELERATOR_CHUNK, GEN_CHUNK, gen_chunk, generate_many
 from jaxenv.mapf import Capacity, generate, make_config_space
 
 CAP = Capacity(max_size=8, max_agents=4, view_radius=2, max_steps=64)
@@ -107,3 +107,27 @@ def test_generate_is_pure_and_vmappable_over_configs():
     assert int(lv.size[1]) == CAP.max_size
     again = jax.device_get(_gen(keys, cfgs, CAP))
     assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(lv), jax.tree.leaves(again)))
+
+
+def test_levels_do_not_depend_on_the_generation_chunk():
+    """`generate_many` picks its chunk by backend (`gen_chunk`); the levels must not change."""
+    cap = Capacity(max_size=6, max_agents=3, view_radius=2, max_steps=32, cost_to_go=True)
+    space = make_config_space(cap.max_size, cap.max_agents)
+    v = space.default()
+    v["agent_weights"] = [0.2, 0.4, 0.4]
+    v["hole_ratio"] = [0.4] * cap.n_sizes
+    v["wait_ratio"] = [0.5] * cap.n_sizes
+    keys = jax.random.split(jax.random.key(11), 10)
+    cfgs = broadcast(space.to_config(v), 10)
+    made = [jax.device_get(jax.jit(lambda k, c, n=n: generate_many(
+        lambda kk, cc: generate(kk, cc, cap), k, c, chunk=n))(keys, cfgs)) for n in (1, 3, 10)]
+    for other in made[1:]:
+        assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(made[0]),
+                                                        jax.tree.leaves(other)))
+    assert made[0].dist is not None and (made[0].opt_soc[made[0].n_agents == 2] > 0).all()
+
+
+def test_generation_chunk_by_backend():
+    assert gen_chunk(512, "cpu") == GEN_CHUNK["cpu"] == 4
+    assert gen_chunk(512, "gpu") == gen_chunk(4096, "tpu") == ACCELERATOR_CHUNK == 512
+    assert gen_chunk(3, "cpu") == 3 and gen_chunk(100, "gpu") == 100 and gen_chunk(0, "tpu") == 1

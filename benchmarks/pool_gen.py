@@ -1,0 +1,101 @@
+"""Seconds to generate a stage's level pool, by the chunk size of `jaxenv.levels.generate_many`.
+
+A stage starts by generating its pool (`pool_size` levels, 512 by default). The generator runs
+`while_loop`s (component labelling, BFS, the exact two-agent search); under `vmap` each chunk
+runs until its slowest level stops, and the chunks run one after another. Small chunks waste
+least on the CPU; on an accelerator every round of every chunk's loops is a kernel launch and a
+sync, so fewer, larger chunks should win. This times each chunk size on this machine's default
+device, in alternating rounds (best of `--repeats`), for two cases:
+
+- `loop`: the closed loop's trainee capacity (10 x 10, 2 agents, exact wait labels, cost-to-go)
+  on the default config;
+- `headline`: 64 agents on 32 x 32 at density 0.3 (`benchmarks/env_throughput.py`), the case
+  of `benchmarks/train_throughput.py --case headline`.
+
+    python benchmarks/pool_gen.py --json runs/pool_gen.json
+    python benchmarks/pool_gen.py --chunks 4,64,512 --cases headline
+
+The chunk `generate_many` uses by default on this backend is printed beside the figures
+(`jaxenv.levels.GEN_CHUNK`); the levels are the same for every chunk size (checked here too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from functools import partial
+from pathlib import Path
+
+import jax
+import numpy as np
+from env_throughput import CASES, case_config
+
+from jaxenv.batching import broadcast
+from jaxenv.levels import gen_chunk, generate_many
+from jaxenv.mapf import Capacity, MAPFFrozenLake
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--pool-size", type=int, default=512)
+    p.add_argument("--chunks", default="1,4,16,64,512", help="comma-separated chunk sizes")
+    p.add_argument("--cases", default="loop,headline")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--json", type=Path, default=None)
+    return p.parse_args(argv)
+
+
+def case_env(name: str):
+    """(env, unbatched config) of a case."""
+    if name == "loop":  # designer.settings.Capacity's defaults
+        env = MAPFFrozenLake(Capacity(max_size=10, max_agents=2, view_radius=3, max_steps=128,
+                                      cost_to_go=True))
+        return env, env.config_space.to_config()
+    return case_config(next(c for c in CASES if name in c.name))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    a = parse(argv)
+    chunks = [int(c) for c in a.chunks.split(",")]
+    n = a.pool_size
+    out: dict = {"device": str(jax.devices()[0]), "backend": jax.default_backend(),
+                 "pool_size": n, "default_chunk": gen_chunk(n), "repeats": a.repeats,
+                 "cases": {}}
+    for name in a.cases.split(","):
+        env, cfg = case_env(name)
+        cfgs = broadcast(cfg, n)
+        fns = {c: jax.jit(partial(generate_many, env.generate, chunk=c)) for c in chunks}
+        key = jax.random.PRNGKey(0)
+        compile_s, first = {}, None
+        for c, fn in fns.items():
+            t = time.perf_counter()
+            lv = jax.device_get(fn(jax.random.split(key, n), cfgs))
+            compile_s[c] = time.perf_counter() - t
+            if first is None:
+                first = lv
+            same = all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(first),
+                                                            jax.tree.leaves(lv)))
+            if not same:
+                raise AssertionError(f"{name}: chunk {c} made different levels than {chunks[0]}")
+        times: dict[int, list[float]] = {c: [] for c in chunks}
+        for r in range(a.repeats):  # alternate, so that load spreads over all chunk sizes
+            for c, fn in fns.items():
+                keys = jax.random.split(jax.random.PRNGKey(1 + r), n)
+                t = time.perf_counter()
+                jax.block_until_ready(fn(keys, cfgs))
+                times[c].append(time.perf_counter() - t)
+        rows = {c: {"best_s": min(ts), "all_s": ts, "levels_per_s": n / min(ts),
+                    "first_call_s": compile_s[c]} for c, ts in times.items()}
+        out["cases"][name] = rows
+        print(f"{name}: {n} levels on {out['device']} (default chunk here: {gen_chunk(n)})")
+        for c, row in rows.items():
+            print(f"  chunk {c:5d}: {row['best_s']:8.3f} s  ({row['levels_per_s']:9,.0f} levels/s)")
+    if a.json:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()
