@@ -19,7 +19,6 @@ still called by brax 0.14's trainer) lives here, in the benchmark, not in the li
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from bench_json import write_json
 
 FAMILY = "brax:inverted_pendulum"
 
@@ -147,9 +147,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         c = r["curve"]
         print(f"{name}: final return {c[-1]['return']:.1f} at {c[-1]['env_steps']:,} steps, "
               f"{r['wall_s']:.0f} s")
+    write_json(a.json, out)
     if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(out, indent=2))
         plot(rows, a.json.with_suffix(".png"))
     return out
 

@@ -17,12 +17,12 @@ layer were free: 1 / (1 + env rate / layer rate).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from bench_json import write_json
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -80,9 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
         out["max_ratio"] = 1.0 / (1.0 + a.env_rate / out["max_env_steps_per_s"])
         print(f"largest training / env-only ratio it allows, everything else free: "
               f"{out['max_ratio']:.3f} (env only {a.env_rate:,.0f} env-steps/s)")
-    if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(out, indent=1))
+    write_json(a.json, out)
     return out
 
 

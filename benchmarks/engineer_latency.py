@@ -21,7 +21,6 @@ they do in a run. Medians of the timed stages after one warm-up.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from bench_json import write_json
 
 from designer.sampling import random_values
 from designer.settings import CapacitySettings, RunSettings, TraineeSettings, VerifySettings
@@ -101,9 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{out['recompiles_after_warmup']}", flush=True)
         if not a.no_llm:
             out.update(llm_latency(loop, runner, a.proposals))
-    if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(out, indent=1))
+    write_json(a.json, out)
     return out
 
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import platform
 import statistics
@@ -49,6 +48,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from bench_json import write_json
 
 from jaxenv.batching import take
 from jaxenv.compiles import count_compiles
@@ -248,9 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         for k in ("same_level",):
             if f"{k}_steps_per_s" in res:
                 print(f"{'':12s} {k}: {res[f'{k}_steps_per_s'] / res['raw_steps_per_s']:.2f}x raw")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(args.json, out)
     return 0
 
 

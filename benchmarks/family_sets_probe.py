@@ -11,12 +11,12 @@ another issue's).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import jax
+from bench_json import write_json
 
 from jaxenv.control import make
 from jaxenv.control.sets import HELDOUT, load_set, summarize
@@ -61,9 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     res = {name: probe(name, args.stages, args.seed) for name in args.families}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=2) + "\n")
+    write_json(args.json, res)
     return 0
 
 

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_json import write_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -93,9 +94,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.timing_only:
         out["peak_rss_gib"] = rss_gib()
         print(json.dumps(out, indent=1))
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(out, indent=1) + "\n")
+        write_json(args.json, out)
         return out
 
     # 2. does the base model earn anything on the easiest stage?
@@ -139,9 +138,8 @@ def main(argv: list[str] | None = None) -> dict:
     out["peak_rss_gib"] = rss_gib()
 
     print(json.dumps({k: v for k, v in out.items() if not isinstance(v, list)}, indent=1))
+    write_json(args.json, out)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
         plot(out, args.json.with_suffix(".png"))
     return out
 
@@ -186,9 +184,7 @@ def ablate_speedups(args) -> dict:
     out = {"rounds": args.ablate_speedups, "step_s_all": steps,
            **{f"{k}_step_s": float(np.median(v)) for k, v in steps.items()}}
     print(json.dumps(out, indent=1))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+    write_json(args.json, out)
     return out
 
 

@@ -10,9 +10,10 @@ Writes {"instances": 3150, "solvable": N, "stored_optimum_matched": M, ...} for 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
+
+from bench_json import write_json
 
 from jaxenv.mapf.benchmark.census import census
 from jaxenv.mapf.benchmark.heldout import load_split
@@ -39,9 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"split": args.split, "instances": main_rule["instances"],
            "solvable": main_rule["solvable"],
            "stored_optimum_matched": main_rule["stored_optimum_matched"], "rules": rules}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(args.json, out)
     return 0
 
 

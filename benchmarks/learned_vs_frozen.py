@@ -21,6 +21,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from bench_json import write_json
+
 from designer.report import Run, load_run
 
 
@@ -116,9 +118,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                 "inside_window_after_0")]
         print(f"| {arm} | {r['heldout_mean']:.1f} ± {r['heldout_std']:.1f} | {per} | "
               + " | ".join("-" if c is None else f"{c:.3f}" for c in cells) + " |")
-    if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(res, indent=1) + "\n")
+    write_json(a.json, res)
     return res
 
 

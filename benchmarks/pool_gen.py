@@ -22,13 +22,13 @@ The chunk `generate_many` uses by default on this backend is printed beside the 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from functools import partial
 from pathlib import Path
 
 import jax
 import numpy as np
+from bench_json import write_json
 from env_throughput import CASES, case_config
 
 from jaxenv.batching import broadcast
@@ -91,9 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{name}: {n} levels on {out['device']} (default chunk here: {gen_chunk(n)})")
         for c, row in rows.items():
             print(f"  chunk {c:5d}: {row['best_s']:8.3f} s  ({row['levels_per_s']:9,.0f} levels/s)")
-    if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(out, indent=1))
+    write_json(a.json, out)
     return out
 
 

@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bench_json import write_json
+
 WORKLOADS = ("env", "train", "verify")
 ROW = "ROW "  # prefix of a worker's result lines on stdout
 COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
@@ -468,9 +470,7 @@ def run(a: argparse.Namespace, argv: Sequence[str]) -> dict:
     result["sizing"] = sizing(result)
     result["meta"]["wall_s"] = time.perf_counter() - t0
     result["meta"]["load_avg_end"] = _load()
-    if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(result, indent=1))
+    write_json(a.json, result)
     if a.png:
         plot(result, a.png)
     print(summary(result))

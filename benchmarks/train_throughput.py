@@ -27,11 +27,11 @@ updates per stage): the trainer whose learning curve is reported.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import jax
+from bench_json import write_json
 from env_throughput import CASES, case_config
 
 from jaxenv.batching import broadcast
@@ -143,9 +143,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"which pool generation of {a.pool_size} levels {gen_w:.2f}s)")
     print(f"ratio    : {out['ratio']:.3f} (wall), {out['ratio_cpu_time']:.3f} (CPU time), "
           f"{out['ratio_without_pool_gen']:.3f} (wall, pool generation excluded); goal >= 0.3")
-    if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(out, indent=1))
+    write_json(a.json, out)
     return out
 
 

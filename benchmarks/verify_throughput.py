@@ -12,7 +12,6 @@ verdicts must agree on ``valid``. Prints both rates and their ratio (goal: >= 1,
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from bench_json import write_json
 
 from jaxenv.mapf.benchmark.heldout import load_heldout
 from jaxenv.mapf.plans import plan_arrays, verify_batch
@@ -125,9 +125,7 @@ def main(argv: list[str] | None = None) -> int:
               "plans/s")
     print(f"  ratio (best, {best}): {res['ratio']:,.0f}x (goal >= 1,000x); "
           f"valid mismatches: {mismatches}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=2))
+    write_json(args.json, res)
     return 0 if mismatches == 0 else 1
 
 
