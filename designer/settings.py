@@ -117,6 +117,9 @@ class TaskSettings(Strict):
                             "costs, paid on success (each agent its own cost).")
     makespan_cost: float = Field(0.02, ge=0, le=1, description="Weight of the verifier's "
                                  "makespan, paid on success by every agent.")
+    conflict_penalty: float = Field(0.0, ge=0, le=10, description="Paid by an agent that "
+                                    "breaks a rule (hole, off the grid, vertex or edge "
+                                    "conflict), where the episode fails.")
 
     def pins(self) -> dict[str, object]:
         """The config-space values these settings fix (knob name -> value)."""

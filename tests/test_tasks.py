@@ -112,6 +112,19 @@ def test_mapf_task_pins_the_runs_rules():
         "valid": 50.0, "optimal": 20.0}
 
 
+def test_the_runs_reward_reaches_training_and_evaluation():
+    """A pinned reward setting (here the conflict penalty) is the value every stage trains
+    under and the value validation and held-out play under; the engineer cannot edit it."""
+    task = make_task(RunSettings(engineer="fixed", task={"conflict_penalty": 0.5,
+                                                         "soc_cost": 0.05}))
+    assert not task.space["conflict_penalty"].editable
+    cfg = task.space.to_config(task.space.default())
+    assert float(cfg.conflict_penalty) == float(task.eval_cfg.conflict_penalty) == 0.5
+    assert float(cfg.soc_cost) == float(task.eval_cfg.soc_cost) == np.float32(0.05)
+    with pytest.raises(ValidationError):
+        RunSettings(task={"conflict_penalty": -1.0})
+
+
 def test_every_control_family_has_its_own_guidelines():
     """G is written per family (issue 14 §4): each registered family, Brax's included, has its
     own guideline file beside the shared control one, and it names its task."""
