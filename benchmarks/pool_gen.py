@@ -7,8 +7,8 @@ least on the CPU; on an accelerator every round of every chunk's loops is a kern
 sync, so fewer, larger chunks should win. This times each chunk size on this machine's default
 device, in alternating rounds (best of `--repeats`), for two cases:
 
-- `loop`: the closed loop's trainee capacity (10 x 10, 2 agents, exact wait labels, cost-to-go)
-  on the default config;
+- `loop`: the closed loop's trainee capacity (`designer.settings.CapacitySettings`: 10 x 10,
+  2 agents, exact wait labels, cost-to-go) on the default config;
 - `headline`: 64 agents on 32 x 32 at density 0.3 (`benchmarks/env_throughput.py`), the case
   of `benchmarks/train_throughput.py --case headline`.
 
@@ -31,6 +31,7 @@ import numpy as np
 from bench_json import write_json
 from env_throughput import CASES, case_config
 
+from designer.settings import CapacitySettings
 from jaxenv.batching import broadcast
 from jaxenv.levels import gen_chunk, generate_many
 from jaxenv.mapf import Capacity, MAPFFrozenLake
@@ -48,9 +49,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def case_env(name: str):
     """(env, unbatched config) of a case."""
-    if name == "loop":  # designer.settings.Capacity's defaults
-        env = MAPFFrozenLake(Capacity(max_size=10, max_agents=2, view_radius=3, max_steps=128,
-                                      cost_to_go=True))
+    if name == "loop":  # the capacity a run's trainee gets by default
+        env = MAPFFrozenLake(Capacity(**CapacitySettings().model_dump()))
         return env, env.config_space.to_config()
     return case_config(next(c for c in CASES if name in c.name))
 

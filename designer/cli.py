@@ -91,7 +91,8 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "goal-rule": ("task.goal_rule", str, "plan (default: an episode is a whole plan) or freeze"),
     "soc-cost": ("task.soc_cost", float, "reward weight of the verifier's sum of costs"),
     "makespan-cost": ("task.makespan_cost", float, "reward weight of the verifier's makespan"),
-    "conflict-penalty": ("task.conflict_penalty", float, "paid by an agent in a conflict"),
+    "conflict-penalty": ("task.conflict_penalty", float, "paid by an agent that breaks a rule "
+                         "(default 0; 0.02-1 stalled learning, docs/trainee.md)"),
     "verify-k": ("verify.k", int, "candidates per verification call"),
     "verify-episodes": ("verify.episodes", int, "fresh levels per candidate"),
     "verify-signal": ("verify.signal", str, "what verification's p is: success (share of "
