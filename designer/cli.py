@@ -292,6 +292,7 @@ def saved_settings(run_json: Path) -> RunSettings:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from designer.report import write_report
+    from designer.runfolder import RunFolder
 
     if args.resume:
         run_json = args.resume / "run.json"
@@ -315,10 +316,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if processes is not None and not processes.is_main:
         return 0
     report = write_report([out], out, title=f"Run {out}", command=command_line())
-    sel = out / "selected.json"
     print_table(results, f"{settings.engineer}: {len(results)} stages, "
                          f"{results[-1].env_steps:,} env steps, {time.perf_counter() - t0:.0f}s",
-                json.loads(sel.read_text()) if sel.is_file() else None)
+                RunFolder(out).selection())
     print(f"report: {report}")
     return 0
 
@@ -373,8 +373,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     done = loop.folder.finished_stages()
     if not done:
         raise CliError(f"{args.run} has no finished stage with a checkpoint")
-    sel = args.run / "selected.json"
-    chosen = json.loads(sel.read_text())["stage"] if sel.is_file() else done[-1]
+    sel = loop.folder.selection()
+    chosen = sel["stage"] if sel else done[-1]
     stage = chosen if args.stage is None else args.stage
     if stage not in done:
         raise CliError(f"stage {stage} is not finished in {args.run} (finished: {done})")

@@ -41,7 +41,7 @@ import numpy as np
 
 from designer.context import Context, ContextBuilder, HistoryEntry, editable_values
 from designer.engineers import make_engineer
-from designer.runfolder import RunFolder
+from designer.runfolder import SELECTED, RunFolder
 from designer.sampling import random_values
 from designer.selection import select_stage
 from designer.settings import RunSettings, upgrade_saved
@@ -227,8 +227,8 @@ class ClosedLoop:
         if not results or not results[-1].last:
             return results
         f = self.folder
-        if (f.path / "selected.json").is_file():
-            self.selection = f.read_json("selected.json")
+        self.selection = f.selection()
+        if self.selection is not None:
             return results
         scores = [self.task.score(r.validation) for r in results]
         k = select_stage(scores, self.s.select)
@@ -241,7 +241,7 @@ class ClosedLoop:
                               "validation": self.task.headline(results[k].validation),
                               "heldout": held, "heldout_evaluated_after_run": results[k].heldout
                               is None}
-            f.write_json("selected.json", self.selection)
+            f.write_json(SELECTED, self.selection)
         return results
 
     def heldout_at(self, stage: int, runner: Any) -> dict[str, Any] | None:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from designer.runfolder import PHASES
+from designer.runfolder import PHASES, RunFolder
 from jaxenv.mapf.benchmark.heldout import AGENT_SIZES
 from jaxenv.mapf.rules import CAUSES
 
@@ -95,9 +95,7 @@ def load_run(path: str | Path) -> Run:
         k += 1
     if not stages:
         raise ValueError(f"{p} has no finished stage yet")
-    sel = p / "selected.json"
-    return Run(p, settings, stages, held, val,
-               json.loads(sel.read_text()) if sel.is_file() else None)
+    return Run(p, settings, stages, held, val, RunFolder(p).selection())
 
 
 def _ms(xs: list[float]) -> str:

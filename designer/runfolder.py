@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 PHASES = ("train", "validate", "heldout", "propose", "verify")  # the timed parts of a stage
+SELECTED = "selected.json"  # the run's result, once its last stage is done (designer.selection)
 
 
 class RunLocked(RuntimeError):
@@ -88,6 +89,12 @@ class RunFolder:
 
     def read_json(self, rel: str | Path) -> Any:
         return json.loads((self.path / rel).read_text())
+
+    def selection(self) -> dict[str, Any] | None:
+        """The run's result (`designer.selection`, written after its last stage): rule,
+        chosen stage, scores, held-out table. None before the run ends, and for runs saved
+        before selection existed (their result is their last stage)."""
+        return self.read_json(SELECTED) if (self.path / SELECTED).is_file() else None
 
     # ---------------------------------------------------------------- stages
     @staticmethod

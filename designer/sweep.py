@@ -704,8 +704,8 @@ def result_row(t: Trial, out: Path, state: str) -> dict[str, Any]:
     attempts = read_attempts(d)
     ok = is_finished(d, t.settings.stages)
     result = last  # a run saved before `designer.selection`: its last stage
-    if ok and (d / "selected.json").is_file():
-        sel = folder.read_json("selected.json")
+    sel = folder.selection() if ok else None
+    if sel:
         result = {"stage": sel["stage"], "heldout_by_agents": sel["heldout"].get(
             "mean_over_sizes"), "heldout_overall": sel["heldout"].get("overall")}
     return {"trial": t.name, "run_dir": str(d), "overrides": t.overrides, "cell": t.cell,
