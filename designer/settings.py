@@ -88,6 +88,9 @@ class TraineeSettings(Strict):
         None, gt=0, description="Attention only between agents at most this far apart (in the "
         "environment's position units); None: the whole episode.")
     gamma: float = Field(0.99, gt=0, le=1, description="Discount of the PPO returns.")
+    gae_lambda: float = Field(0.95, ge=0, le=1, description="GAE's lambda: how far the "
+                              "advantage looks ahead before it trusts the critic (1: Monte "
+                              "Carlo returns, 0: one-step TD).")
     reward_scale: float = Field(1.0, gt=0, le=1000, description="Rewards are multiplied by "
                                 "this for learning only (brax's reward_scaling); reports read "
                                 "the environment's own rewards.")

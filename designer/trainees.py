@@ -20,7 +20,8 @@ def build_trainee(settings: Any, env: Any) -> tuple[Any, Any]:
     hp = Hparams(num_envs=t.num_envs, num_steps=t.num_steps, num_updates=settings.num_updates,
                  update_epochs=t.update_epochs, num_minibatches=t.num_minibatches,
                  pool_size=t.pool_size, pool_every=t.pool_every, lr=t.lr, ent_coef=t.ent_coef,
-                 gamma=t.gamma, reward_scale=t.reward_scale, clip_value=t.clip_value,
+                 gamma=t.gamma, gae_lambda=t.gae_lambda, reward_scale=t.reward_scale,
+                 clip_value=t.clip_value,
                  anneal_updates=settings.stages * settings.num_updates
                  if t.lr_schedule == "linear" else 0)
     network = ActorCritic(num_actions=env.num_actions, action_dim=getattr(env, "action_dim", 0),

@@ -104,6 +104,27 @@ def test_lr_flags_reach_the_trainer():
         build_settings(p.parse_args(["--lr-schedule", "cosine"]))
 
 
+def test_gae_lambda_flag_reaches_the_trainer_and_is_bounded():
+    """`--gae-lambda` lands in the PPO hyperparameters (default: PPO's 0.95, so runs saved
+    before the option resume as they were trained); a value above 1 is one clear error."""
+    import pytest
+
+    from designer.cli import CliError, Parser, add_run_flags, build_settings
+    from designer.trainees import build_trainee
+    from jaxenv.mapf import Capacity, MAPFFrozenLake
+    from policy.ppo import Hparams
+
+    p = Parser()
+    add_run_flags(p)
+    env = MAPFFrozenLake(Capacity(max_size=4, max_agents=2))
+    hp, _ = build_trainee(build_settings(p.parse_args(["--gae-lambda", "0.8"])), env)
+    assert hp.gae_lambda == 0.8
+    hp, _ = build_trainee(build_settings(p.parse_args([])), env)
+    assert hp.gae_lambda == Hparams().gae_lambda == 0.95
+    with pytest.raises(CliError, match="bad value for trainee.gae_lambda"):
+        build_settings(p.parse_args(["--gae-lambda", "1.5"]))
+
+
 def test_cost_to_go_flag_and_runs_saved_before_it(tmp_path):
     """`--cost-to-go on|off` sets the capacity (default on); a run.json saved before the
     option existed resumes with it off, as that run was trained (and one saved before
