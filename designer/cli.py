@@ -85,7 +85,7 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "critic": ("trainee.critic", str, "ippo (per-agent value) or mappo (central critic)"),
     "mixer": ("trainee.mixer", str, "none, or attention (agents see each other)"),
     "gamma": ("trainee.gamma", float, "discount of the PPO returns"),
-    "gae-lambda": ("trainee.gae_lambda", float, "GAE's lambda (default 0.95)"),
+    "gae-lambda": ("trainee.gae_lambda", float, "GAE's lambda (MAPF default 0.99, control 0.95)"),
     "reward-scale": ("trainee.reward_scale", float, "rewards x this for learning only"),
     "obs-norm": ("trainee.obs_norm", on_off, "on/off: running observation normalisation "
                  "(default on for the Brax families)"),

@@ -31,6 +31,7 @@ BACKENDS = ("transformers", "llamacpp", "vllm", "openai", "replay")
 # A key of None is a top-level setting.
 ADDED_SINCE: dict[tuple[str | None, str], Any] = {("capacity", "cost_to_go"): False,
                                                   ("trainee", "lr_schedule"): "constant",
+                                                  ("trainee", "gae_lambda"): 0.95,
                                                   (None, "select"): "last"}
 
 
@@ -88,7 +89,11 @@ class TraineeSettings(Strict):
         None, gt=0, description="Attention only between agents at most this far apart (in the "
         "environment's position units); None: the whole episode.")
     gamma: float = Field(0.99, gt=0, le=1, description="Discount of the PPO returns.")
-    gae_lambda: float = Field(0.95, ge=0, le=1, description="GAE's lambda: how far the "
+    # 0.99 against PPO's usual 0.95 (which the control families keep): MAPF pays the
+    # verifier's cost once, on success, after up to 128 steps, and the longer look-ahead
+    # raised the validation score (valid % + optimal %) from 66.6 to 67.7 over seeds 0-4,
+    # valid % at 4 / 5 agents by 1.5 each (docs/trainee.md, "GAE's lambda and the batch").
+    gae_lambda: float = Field(0.99, ge=0, le=1, description="GAE's lambda: how far the "
                               "advantage looks ahead before it trusts the critic (1: Monte "
                               "Carlo returns, 0: one-step TD).")
     reward_scale: float = Field(1.0, gt=0, le=1000, description="Rewards are multiplied by "

@@ -105,8 +105,8 @@ def test_lr_flags_reach_the_trainer():
 
 
 def test_gae_lambda_flag_reaches_the_trainer_and_is_bounded():
-    """`--gae-lambda` lands in the PPO hyperparameters (default: PPO's 0.95, so runs saved
-    before the option resume as they were trained); a value above 1 is one clear error."""
+    """`--gae-lambda` lands in the PPO hyperparameters (MAPF's default 0.99, a control
+    family's PPO's usual 0.95); a value above 1 is one clear error."""
     import pytest
 
     from designer.cli import CliError, Parser, add_run_flags, build_settings
@@ -120,7 +120,9 @@ def test_gae_lambda_flag_reaches_the_trainer_and_is_bounded():
     hp, _ = build_trainee(build_settings(p.parse_args(["--gae-lambda", "0.8"])), env)
     assert hp.gae_lambda == 0.8
     hp, _ = build_trainee(build_settings(p.parse_args([])), env)
-    assert hp.gae_lambda == Hparams().gae_lambda == 0.95
+    assert hp.gae_lambda == 0.99
+    assert build_settings(p.parse_args(["--env", "cartpole"])).trainee.gae_lambda == 0.95
+    assert Hparams().gae_lambda == 0.95
     with pytest.raises(CliError, match="bad value for trainee.gae_lambda"):
         build_settings(p.parse_args(["--gae-lambda", "1.5"]))
 
@@ -128,7 +130,7 @@ def test_gae_lambda_flag_reaches_the_trainer_and_is_bounded():
 def test_cost_to_go_flag_and_runs_saved_before_it(tmp_path):
     """`--cost-to-go on|off` sets the capacity (default on); a run.json saved before the
     option existed resumes with it off, as that run was trained (and one saved before
-    `lr_schedule` with a constant rate)."""
+    `lr_schedule` with a constant rate, and one saved before `gae_lambda` with 0.95)."""
     import json
 
     from designer.cli import Parser, add_run_flags, build_settings, saved_settings
@@ -141,9 +143,12 @@ def test_cost_to_go_flag_and_runs_saved_before_it(tmp_path):
     old = build_settings(p.parse_args([])).model_dump()
     del old["capacity"]["cost_to_go"]
     del old["trainee"]["lr_schedule"]
+    del old["trainee"]["gae_lambda"]
     (tmp_path / "run.json").write_text(json.dumps({"settings": old}))
     assert saved_settings(tmp_path / "run.json").capacity.cost_to_go is False
     assert saved_settings(tmp_path / "run.json").trainee.lr_schedule == "constant"
+    assert saved_settings(tmp_path / "run.json").trainee.gae_lambda == 0.95
     new = build_settings(p.parse_args([])).model_dump()
     (tmp_path / "run.json").write_text(json.dumps({"settings": new}))
     assert saved_settings(tmp_path / "run.json").capacity.cost_to_go is True
+    assert saved_settings(tmp_path / "run.json").trainee.gae_lambda == 0.99

@@ -22,7 +22,7 @@ FAMILY_PROMPTS = PROMPTS / "families"
 # rollouts, several epochs, a larger learning rate, no entropy bonus.
 TRAINEE_DEFAULTS: dict[str, Any] = {
     "num_envs": 256, "num_steps": 128, "update_epochs": 4, "num_minibatches": 4,
-    "pool_size": 256, "lr": 2.5e-3, "ent_coef": 0.0, "hidden": 64}
+    "pool_size": 256, "lr": 2.5e-3, "ent_coef": 0.0, "hidden": 64, "gae_lambda": 0.95}
 # Pendulum (continuous torque) learns with a smaller step and more data per update.
 CONTINUOUS_DEFAULTS: dict[str, Any] = {**TRAINEE_DEFAULTS, "lr": 1e-3, "num_envs": 512,
                                        "pool_size": 512}
@@ -33,7 +33,7 @@ CONTINUOUS_DEFAULTS: dict[str, Any] = {**TRAINEE_DEFAULTS, "lr": 1e-3, "num_envs
 # of 64 steps, lr 3e-4. Without the three it stalled at return ~64; any one or two: 139-679.
 BRAX_DEFAULTS: dict[str, Any] = {
     "num_envs": 256, "num_steps": 64, "update_epochs": 4, "num_minibatches": 4,
-    "pool_size": 256, "lr": 3e-4, "ent_coef": 0.0, "hidden": 64, "gamma": 0.97,
+    "pool_size": 256, "lr": 3e-4, "ent_coef": 0.0, "hidden": 64, "gamma": 0.97, "gae_lambda": 0.95,
     "obs_norm": True, "separate_critic": True, "state_std": True}
 
 # Verification on the graded signal (`designer.verify`): a control family's success is
