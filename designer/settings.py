@@ -92,7 +92,8 @@ class TraineeSettings(Strict):
     # 0.99 against PPO's usual 0.95 (which the control families keep): MAPF pays the
     # verifier's cost once, on success, after up to 128 steps, and the longer look-ahead
     # raised the validation score (valid % + optimal %) from 66.6 to 67.7 over seeds 0-4,
-    # valid % at 4 / 5 agents by 1.5 each (docs/trainee.md, "GAE's lambda and the batch").
+    # valid % at 4 / 5 agents by 1.5 each; on the held-out split optimal % rose and valid %
+    # stayed level (compare_v7; docs/trainee.md, "GAE's lambda and the batch").
     gae_lambda: float = Field(0.99, ge=0, le=1, description="GAE's lambda: how far the "
                               "advantage looks ahead before it trusts the critic (1: Monte "
                               "Carlo returns, 0: one-step TD).")
