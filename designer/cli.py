@@ -75,6 +75,10 @@ RUN_FLAGS: dict[str, tuple[str, Any, str]] = {
     "max-steps": ("capacity.max_steps", int, "longest episode"),
     "cost-to-go": ("capacity.cost_to_go", on_off, "on/off: MAPF agents observe their "
                    "shortest-path distance to the goal and which moves shorten it"),
+    "priority": ("capacity.priority", on_off, "on/off: MAPF agents observe which agents in "
+                 "view rank above them (a lower slot index)"),
+    "intent": ("capacity.intent", on_off, "on/off: MAPF agents observe where the other agents "
+               "in view are headed (default on; needs --cost-to-go on)"),
     "envs": ("trainee.num_envs", int, "parallel environments"),
     "pool-every": ("trainee.pool_every", int, "a fresh pool of levels every this many PPO "
                    "updates (0: one pool a stage)"),

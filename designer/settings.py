@@ -30,6 +30,8 @@ BACKENDS = ("transformers", "llamacpp", "vllm", "openai", "replay")
 # lacks one ran without it (resuming, comparing or re-evaluating it must rebuild that trainee).
 # A key of None is a top-level setting.
 ADDED_SINCE: dict[tuple[str | None, str], Any] = {("capacity", "cost_to_go"): False,
+                                                  ("capacity", "priority"): False,
+                                                  ("capacity", "intent"): False,
                                                   ("trainee", "lr_schedule"): "constant",
                                                   ("trainee", "gae_lambda"): 0.95,
                                                   (None, "select"): "last"}
@@ -57,6 +59,31 @@ class CapacitySettings(Strict):
     cost_to_go: bool = Field(True, description="MAPF agents also observe their shortest-path "
                              "distance to their goal and which moves shorten it (a BFS per "
                              "level, jaxenv.mapf.Capacity.cost_to_go).")
+    priority: bool = Field(False, description="MAPF agents also observe which agents in their "
+                           "view rank above them (a lower slot index), so that two agents "
+                           "contending for a cell can learn who yields "
+                           "(jaxenv.mapf.Capacity.priority).")
+    # On by default (where the cost-to-go is): on the validation split it raised the loop's
+    # chosen-stage score (valid % + optimal %) from 67.7 to 87.5 over seeds 0-4
+    # (docs/trainee.md, "Agents that see where the others are headed").
+    intent: bool = Field(True, description="MAPF agents also observe where the other agents in "
+                         "their view are headed (the cell of each one's distance-shortening "
+                         "move; needs cost_to_go, and is off by default where that is off; "
+                         "jaxenv.mapf.Capacity.intent).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _intent_follows_the_cost_to_go(cls, data: Any) -> Any:
+        """Without the cost-to-go, intent defaults to off (it reads the same distances)."""
+        if isinstance(data, dict) and "intent" not in data and data.get("cost_to_go") is False:
+            return {**data, "intent": False}
+        return data
+
+    @model_validator(mode="after")
+    def _intent_reads_the_cost_to_go(self) -> CapacitySettings:
+        if self.intent and not self.cost_to_go:
+            raise ValueError("intent needs cost_to_go on (it reads the same distances)")
+        return self
 
 
 class TraineeSettings(Strict):

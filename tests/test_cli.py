@@ -141,7 +141,7 @@ def test_cost_to_go_flag_and_runs_saved_before_it(tmp_path):
     s = build_settings(p.parse_args(["--cost-to-go", "off"]))
     assert not s.capacity.cost_to_go
     old = build_settings(p.parse_args([])).model_dump()
-    del old["capacity"]["cost_to_go"]
+    del old["capacity"]["cost_to_go"], old["capacity"]["intent"], old["capacity"]["priority"]
     del old["trainee"]["lr_schedule"]
     del old["trainee"]["gae_lambda"]
     (tmp_path / "run.json").write_text(json.dumps({"settings": old}))

@@ -45,11 +45,12 @@ def mapf_task(settings: Any) -> Task:
     cap = settings.capacity
     env = MAPFFrozenLake(Capacity(max_size=cap.max_size, max_agents=cap.max_agents,
                                   view_radius=cap.view_radius, max_steps=cap.max_steps,
-                                  cost_to_go=cap.cost_to_go))
+                                  cost_to_go=cap.cost_to_go, priority=cap.priority,
+                                  intent=cap.intent))
     space = preset_space(env.config_space, settings.preset)
     space = space.with_editable(space.editable_names(), pin=settings.task.pins())
     seen = {"view_radius": cap.view_radius, "max_steps": cap.max_steps,
-            "cost_to_go": cap.cost_to_go}
+            "cost_to_go": cap.cost_to_go, "priority": cap.priority, "intent": cap.intent}
     validator = load_validator("validation", **seen)
     heldout = load_validator("heldout", **seen)
     # Validation and held-out levels are played under the run's own rules and rewards.

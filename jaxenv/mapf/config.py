@@ -137,6 +137,15 @@ class Capacity:
     cost_to_go: every agent also observes its shortest-path distance to its goal and which of
     its four moves shorten it (`MAPFObs.cost_to_go`); the distances are computed once per level
     (a BFS per agent, stored in `Level.dist`), so a step only reads five cells per agent.
+    priority: every agent also observes which agents in its view rank above it
+    (`MAPFObs.priority`: the active agents of a lower slot index). With one set of weights and
+    symmetric local views, two agents that contend for a cell see the same situation and
+    decide alike; a fixed order lets them learn the tie-break of prioritised planning (the
+    lower rank yields).
+    intent: every agent also observes where the other agents in its view are headed: the cell
+    each would enter by its first move that shortens its distance to its goal (`MAPFObs.intent`;
+    needs `cost_to_go`, whose distances it reads), so a conflict shows one step before it
+    happens.
     static_rows: every level also carries its obstacle and goal planes bit-packed
     (`Level.rows`), so `packed_views` packs only the agents' plane per step (max_size <= 32).
     """
@@ -147,6 +156,8 @@ class Capacity:
     max_steps: int = 128
     label_waits: bool = True
     cost_to_go: bool = False
+    priority: bool = False
+    intent: bool = False
     static_rows: bool = False
 
     def __post_init__(self):
@@ -156,6 +167,8 @@ class Capacity:
             raise ValueError(f"invalid capacity {self}")
         if self.label_waits and self.max_size > 32:
             raise ValueError("label_waits needs max_size <= 32")
+        if self.intent and not self.cost_to_go:
+            raise ValueError("intent reads the cost-to-go's distances: set cost_to_go too")
         if self.static_rows and self.max_size > 32:
             raise ValueError("static_rows needs max_size <= 32 (a map row in a word)")
 

@@ -64,6 +64,12 @@ class MAPFObs:
     # to its goal / max_size, then per move (up, down, left, right) -1 if it shortens that
     # distance and +1 if not (a hole or the edge counts as +1)
     cost_to_go: jax.Array | None = None
+    # [A, V, V] uint8 with `Capacity.priority`, else None: 1 where an active agent of a lower
+    # slot index (a higher priority) stands in the agent's view
+    priority: jax.Array | None = None
+    # [A, V, V] uint8 with `Capacity.intent`, else None: 1 where another active agent's
+    # distance-shortening move would take it, in the agent's view
+    intent: jax.Array | None = None
 
 
 def on_goal(state: MAPFState) -> jax.Array:
@@ -127,6 +133,10 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
             "acting": spaces.Box(0, 1, (a,), jnp.bool_),
             **({"cost_to_go": spaces.Box(-1.0, float(CTG_MAX), (a, 5), jnp.float32)}
                if self.cap.cost_to_go else {}),
+            **({"priority": spaces.Box(0, 1, (a, v, v), jnp.uint8)}
+               if self.cap.priority else {}),
+            **({"intent": spaces.Box(0, 1, (a, v, v), jnp.uint8)}
+               if self.cap.intent else {}),
         })
 
     def generate(self, key: jax.Array, cfg: MAPFConfig) -> Level:
@@ -259,7 +269,9 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         at_goal = on_goal(state)
         return MAPFObs(view=views.astype(jnp.uint8), goal_vec=goal_vec.astype(jnp.float32),
                        agent_mask=active, at_goal=at_goal, acting=active & ~state.frozen,
-                       cost_to_go=self.cost_to_go(state) if self.cap.cost_to_go else None)
+                       cost_to_go=self.cost_to_go(state) if self.cap.cost_to_go else None,
+                       priority=self.priority_view(state) if self.cap.priority else None,
+                       intent=self.intent_view(state) if self.cap.intent else None)
 
     def cost_to_go(self, state: MAPFState) -> jax.Array:
         """[A, 5] float32 (`MAPFObs.cost_to_go`): five reads of the level's distance fields."""
@@ -275,6 +287,46 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         out = jnp.concatenate([here, moves], -1)
         keep = lv.agent_mask()[:, None] & reachable
         return jnp.where(keep, out, 0.0).astype(jnp.float32)
+
+    def priority_view(self, state: MAPFState) -> jax.Array:
+        """[A, V, V] uint8 (`MAPFObs.priority`): each agent's window of the active agents with
+        a lower slot index than its own."""
+        slot = jnp.arange(self.cap.max_agents)
+        return self._others_window(state.pos, state, slot[None, :] < slot[:, None])
+
+    def intent_view(self, state: MAPFState) -> jax.Array:
+        """[A, V, V] uint8 (`MAPFObs.intent`): each agent's window of the cells the other
+        active agents would enter by their first move that shortens their distance to their
+        goal (their own cell when on the goal or cut off from it): where a neighbour is likely
+        headed, so that a vertex or edge conflict can be seen one step before it happens."""
+        lv, s = state.level, self.cap.max_size
+        cells, inside = self._move_targets(state)
+        c = jnp.clip(cells, 0, s - 1)
+        d = lv.dist[jnp.arange(self.cap.max_agents)[:, None], c[..., 0], c[..., 1]]
+        d = jnp.where(inside, d.astype(jnp.int32), DIST_INF)
+        shortens = (d[:, 1:].min(-1) < d[:, 0]) & (d[:, 0] < DIST_INF)  # cut off: stays
+        move = jnp.where(shortens, jnp.argmin(d[:, 1:], -1) + 1, 0)
+        target = jnp.take_along_axis(cells, move[:, None, None], 1)[:, 0]
+        slot = jnp.arange(self.cap.max_agents)
+        return self._others_window(target, state, slot[None, :] != slot[:, None])
+
+    def _others_window(self, cells: jax.Array, state: MAPFState, pair: jax.Array) -> jax.Array:
+        """[A, V, V] uint8: 1 in agent a's window at `cells[b]` ([A, 2]) for every active b with
+        `pair[a, b]`. A points per agent, so O(A^2): meant for the few agents of the paper's
+        levels."""
+        r = self.cap.view_radius
+        v = 2 * r + 1
+        active = state.level.agent_mask()
+
+        def window(pos, mine):
+            rel = cells - pos + r
+            seen = active & mine & jnp.all((rel >= 0) & (rel < v), -1)
+            rel = jnp.clip(rel, 0, v - 1)
+            return jnp.zeros((v, v), jnp.uint8).at[rel[:, 0], rel[:, 1]].max(
+                seen.astype(jnp.uint8))
+
+        out = jax.vmap(window)(state.pos, pair)
+        return jnp.where(active[:, None, None], out, 0)
 
     def _move_targets(self, state: MAPFState) -> tuple[jax.Array, jax.Array]:
         """The cells each action would enter, [A, 5, 2] (stay first), and whether they are
@@ -315,14 +367,18 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
 
     # ------------------------------------------------------- multi-agent protocol
     def agent_obs(self, obs: MAPFObs, state: MAPFState, with_global: bool = False) -> AgentObs:
-        """Each agent's network input: its local view, (goal vector, at-goal), its position and
-        masks; the action mask rules out only moves off the grid (holes and conflicts stay
-        choosable: they are failures the engineer must see)."""
+        """Each agent's network input: its local view (with `Capacity.priority` and
+        `Capacity.intent`, those planes as further channels in that order), (goal vector,
+        at-goal, cost-to-go), its position and masks; the action mask rules out only moves off
+        the grid (holes and conflicts stay choosable: they are failures the engineer must
+        see)."""
         vec = jnp.concatenate([obs.goal_vec, obs.at_goal[..., None].astype(jnp.float32)]
                               + ([obs.cost_to_go] if obs.cost_to_go is not None else []), -1)
         _, inside = self._move_targets(state)
+        extra = [p[..., None] for p in (obs.priority, obs.intent) if p is not None]
+        view = jnp.concatenate([obs.view, *extra], -1) if extra else obs.view
         return AgentObs(vec=vec, agent_mask=obs.agent_mask,
-                        acting=obs.acting, view=obs.view,
+                        acting=obs.acting, view=view,
                         glob=self.global_state(state) if with_global else None,
                         pos=(state.pos / self.cap.max_size).astype(jnp.float32),
                         action_mask=inside)

@@ -107,14 +107,15 @@ def _split(split: str) -> tuple[Level, dict]:
 
 @cache
 def load_validator(split: str = "heldout", *, view_radius: int = 3, max_steps: int = 128,
-                   cost: str = "makespan", cost_to_go: bool = False) -> Validator:
+                   cost: str = "makespan", cost_to_go: bool = False,
+                   priority: bool = False, intent: bool = False) -> Validator:
     """The validator of a split for a trainee of this view radius, step cap and observation
     (cached)."""
     if cost not in COSTS:
         raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
     levels, meta = _split(split)
     cap = Capacity(max_size=10, max_agents=5, view_radius=view_radius, max_steps=max_steps,
-                   cost_to_go=cost_to_go)
+                   cost_to_go=cost_to_go, priority=priority, intent=intent)
     env = MAPFFrozenLake(cap)
     return Validator(split=split, env=env, levels=env.prepare_levels(levels), meta=meta,
                      cost=cost)
