@@ -65,6 +65,10 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 # Every row above was measured at lr 5e-4, the default until the loop's later stages were
 # found to slide on validation with it (docs/trainee.md); a row names its lr where it differs.
 BASE_TRAINEE: dict[str, Any] = {"lr": 5e-4}
+# Likewise every row was measured without the observations that became defaults later (the
+# cost-to-go, then the intent plane): a row names the ones it has ("ctg").
+BASE_CAPACITY: dict[str, Any] = {"max_size": 10, "max_agents": 2, "cost_to_go": False,
+                                 "intent": False}
 # Variants that change the capacity (the agents' view radius, agent slots) or the training
 # data's config values. The paper trains on 2 agents only; agents2-5 measures what 3-5-agent
 # levels would buy (a config the `paper` preset fixes, so it runs under `open`).
@@ -101,8 +105,7 @@ def settings_for(name: str, seed: int, stage_steps: int) -> RunSettings:
     task, trainee = VARIANTS[name]
     return RunSettings(engineer="fixed", stages=1, stage_steps=stage_steps, seed=seed,
                        preset="open" if name in CONFIG else "paper",
-                       capacity=CapacitySettings(max_size=10,
-                                                 **{"max_agents": 2, **CAPACITY.get(name, {})}),
+                       capacity=CapacitySettings(**{**BASE_CAPACITY, **CAPACITY.get(name, {})}),
                        trainee=TraineeSettings(**{**BASE_TRAINEE, **trainee}),
                        task=TaskSettings(**task))
 
