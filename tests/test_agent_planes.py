@@ -14,7 +14,6 @@ without them.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -22,7 +21,7 @@ from hypothesis import strategies as st
 
 from jaxenv.mapf import Capacity, MAPFFrozenLake
 from jaxenv.mapf.level import Level
-from tests.test_cost_to_go import MOVES, bfs
+from tests.test_cost_to_go import MOVES, bfs, random_level
 
 S, A, R = 7, 5, 2
 V = 2 * R + 1
@@ -68,22 +67,6 @@ def intent_reference(holes, n, k, pos, goals) -> np.ndarray:
     return out
 
 
-def random_level(rng: np.random.Generator) -> Level:
-    n = int(rng.integers(2, S + 1))
-    k = int(rng.integers(1, A + 1))
-    holes = np.zeros((S, S), bool)
-    holes[:n, :n] = rng.random((n, n)) < rng.uniform(0, 0.4)
-    goals = rng.integers(0, n, (A, 2))
-    holes[goals[:k, 0], goals[:k, 1]] = False
-    pos = rng.integers(0, n, (A, 2))
-    if rng.random() < 0.3:  # two agents on one cell (as after a vertex conflict)
-        pos[1] = pos[0]
-    return Level(holes=jnp.asarray(holes), starts=jnp.asarray(pos, jnp.int32),
-                 goals=jnp.asarray(goals, jnp.int32), size=jnp.int32(n),
-                 n_agents=jnp.int32(k), opt_makespan=jnp.int32(-1), opt_soc=jnp.int32(-1),
-                 needs_wait=jnp.int32(-1))
-
-
 def references(level: Level, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     k, n = int(level.n_agents), int(level.size)
     holes, goals = np.asarray(level.holes), np.asarray(level.goals)
@@ -93,7 +76,7 @@ def references(level: Level, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_planes_equal_cell_by_cell_references(seed):
-    level = random_level(np.random.default_rng(seed))
+    level, _ = random_level(np.random.default_rng(seed), S, A, shared_cell=0.3)
     key = jax.random.PRNGKey(0)
     obs, state = ON.reset_to_level(key, level, ON.default_params)
     prio, intent = references(level, np.asarray(level.starts))

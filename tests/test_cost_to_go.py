@@ -55,15 +55,20 @@ def reference(holes, n, n_agents, pos, goals) -> np.ndarray:
     return out
 
 
-def random_level(rng: np.random.Generator) -> tuple[Level, np.ndarray]:
-    """A board with holes (the goals kept free), and agent positions anywhere free or not."""
-    n = int(rng.integers(2, S + 1))
-    k = int(rng.integers(1, A + 1))
-    holes = np.zeros((S, S), bool)
+def random_level(rng: np.random.Generator, s: int = S, a: int = A,
+                 shared_cell: float = 0.0) -> tuple[Level, np.ndarray]:
+    """A board with holes (the goals kept free), and agent positions anywhere free or not;
+    with probability `shared_cell` agents 0 and 1 stand on one cell (as after a vertex
+    conflict)."""
+    n = int(rng.integers(2, s + 1))
+    k = int(rng.integers(1, a + 1))
+    holes = np.zeros((s, s), bool)
     holes[:n, :n] = rng.random((n, n)) < rng.uniform(0, 0.5)
-    goals = rng.integers(0, n, (A, 2))
+    goals = rng.integers(0, n, (a, 2))
     holes[goals[:k, 0], goals[:k, 1]] = False
-    pos = rng.integers(0, n, (A, 2))
+    pos = rng.integers(0, n, (a, 2))
+    if shared_cell > 0 and a > 1 and rng.random() < shared_cell:
+        pos[1] = pos[0]
     level = Level(holes=jnp.asarray(holes), starts=jnp.asarray(pos, jnp.int32),
                   goals=jnp.asarray(goals, jnp.int32), size=jnp.int32(n),
                   n_agents=jnp.int32(k), opt_makespan=jnp.int32(-1), opt_soc=jnp.int32(-1),
