@@ -276,10 +276,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
     def cost_to_go(self, state: MAPFState) -> jax.Array:
         """[A, 5] float32 (`MAPFObs.cost_to_go`): five reads of the level's distance fields."""
         lv, s = state.level, self.cap.max_size
-        cells, inside = self._move_targets(state)
-        c = jnp.clip(cells, 0, s - 1)
-        d = lv.dist[jnp.arange(self.cap.max_agents)[:, None], c[..., 0], c[..., 1]]
-        d = d.astype(jnp.int32)
+        _, inside, d = self._target_distances(state)
         reachable = d[:, :1] < DIST_INF
         shorter = inside[:, 1:] & (d[:, 1:] < d[:, :1])
         moves = jnp.where(shorter, -1.0, 1.0)
@@ -299,11 +296,8 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         active agents would enter by their first move that shortens their distance to their
         goal (their own cell when on the goal or cut off from it): where a neighbour is likely
         headed, so that a vertex or edge conflict can be seen one step before it happens."""
-        lv, s = state.level, self.cap.max_size
-        cells, inside = self._move_targets(state)
-        c = jnp.clip(cells, 0, s - 1)
-        d = lv.dist[jnp.arange(self.cap.max_agents)[:, None], c[..., 0], c[..., 1]]
-        d = jnp.where(inside, d.astype(jnp.int32), DIST_INF)
+        cells, inside, d = self._target_distances(state)
+        d = jnp.where(inside, d, DIST_INF)
         shortens = (d[:, 1:].min(-1) < d[:, 0]) & (d[:, 0] < DIST_INF)  # cut off: stays
         move = jnp.where(shortens, jnp.argmin(d[:, 1:], -1) + 1, 0)
         target = jnp.take_along_axis(cells, move[:, None, None], 1)[:, 0]
@@ -327,6 +321,15 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
 
         out = jax.vmap(window)(state.pos, pair)
         return jnp.where(active[:, None, None], out, 0)
+
+    def _target_distances(self, state: MAPFState) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """`_move_targets` and each target's distance to its agent's goal, [A, 5] int32 (five
+        reads of `Level.dist`; a target off the grid reads a clipped cell: mask it with
+        `inside`)."""
+        cells, inside = self._move_targets(state)
+        c = jnp.clip(cells, 0, self.cap.max_size - 1)
+        d = state.level.dist[jnp.arange(self.cap.max_agents)[:, None], c[..., 0], c[..., 1]]
+        return cells, inside, d.astype(jnp.int32)
 
     def _move_targets(self, state: MAPFState) -> tuple[jax.Array, jax.Array]:
         """The cells each action would enter, [A, 5, 2] (stay first), and whether they are
