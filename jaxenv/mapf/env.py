@@ -315,9 +315,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
         def window(pos, mine):
             rel = cells - pos + r
             seen = active & mine & jnp.all((rel >= 0) & (rel < v), -1)
-            rel = jnp.clip(rel, 0, v - 1)
-            return jnp.zeros((v, v), jnp.uint8).at[rel[:, 0], rel[:, 1]].max(
-                seen.astype(jnp.uint8))
+            return views.mark_cells(jnp.clip(rel, 0, v - 1), seen, v)
 
         out = jax.vmap(window)(state.pos, pair)
         return jnp.where(active[:, None, None], out, 0)
