@@ -11,7 +11,10 @@ Both sides run B environments of the same capacity and config in one jitted `lax
 
 The two are timed alternately (`--repeats` rounds, best of each) because the CPU is shared;
 the ratio uses the best times. Process CPU time is reported too (less sensitive to other
-load). Also printed: the stage's pool generation alone, and the ratio without it.
+load). Also printed: the stage's pool generation alone and the ratio without it, and the
+rollout phase alone (the stage's updates x `--steps` policy steps with the initial parameters,
+on the env-only side's pool). What remains of the stage is GAE and the PPO epochs, so the
+three phases say where a stage's time goes on whatever device runs it.
 
     python benchmarks/train_throughput.py --envs 1024 --json runs/train_throughput.json
     python benchmarks/train_throughput.py --envs 1024 --case headline   # 64 agents, 32x32
@@ -31,6 +34,7 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 from bench_json import write_json
 from env_throughput import CASES, case_config
 
@@ -40,6 +44,7 @@ from jaxenv.mapf import Capacity, MAPFFrozenLake
 from jaxenv.wrappers import PoolReset
 from policy.network import ActorCritic
 from policy.ppo import Hparams, make_train
+from policy.rollout import rollout, start
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -102,8 +107,21 @@ def main(argv: list[str] | None = None) -> dict:
         inp0 = jax.vmap(env.agent_obs)(env_obs0, state)
         return jax.lax.scan(step, (state, inp0), jax.random.split(key, n_steps // b))
 
-    trainer = make_train(env, ActorCritic(hidden=a.hidden, critic=a.critic), hp)
+    network = ActorCritic(hidden=a.hidden, critic=a.critic)
+    trainer = make_train(env, network, hp)
     runner = trainer.init(jax.random.PRNGKey(2))
+
+    @jax.jit
+    def rollout_only(key):  # the stage's rollout phase, on the env-only side's pool
+        def one(carry, _):  # the last transitions stay in the carry, so they are written
+            envc, traj, _ = rollout(penv, network, runner.params, carry[0], params, axes,
+                                    hp.num_steps)
+            return (envc, traj), None
+        envc = start(penv, params, axes, jax.random.split(key, b))
+        traj = jax.eval_shape(lambda c: one((c, None), None)[0][1], envc)
+        traj = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), traj)
+        return jax.lax.scan(one, (envc, traj), None, hp.num_updates)[0][1].reward.sum()
+
     gen = jax.jit(lambda k: stage_pool(env, k, jax.tree.map(lambda x: x[None], cfg), 1,
                                        a.pool_size))
 
@@ -111,17 +129,19 @@ def main(argv: list[str] | None = None) -> dict:
     jax.block_until_ready(env_only(state0, jax.random.PRNGKey(3)))
     jax.block_until_ready(trainer.train_stage(runner, cfg, jax.random.PRNGKey(4)))
     jax.block_until_ready(gen(jax.random.PRNGKey(5)))
+    jax.block_until_ready(rollout_only(jax.random.PRNGKey(6)))
     compile_s = time.perf_counter() - t0
 
-    env_t, train_t, gen_t = [], [], []
+    env_t, train_t, gen_t, roll_t = [], [], [], []
     for i in range(a.repeats):
         env_t.append(timed(env_only, state0, jax.random.PRNGKey(10 + i)))
         train_t.append(timed(trainer.train_stage, runner, cfg, jax.random.PRNGKey(20 + i)))
         gen_t.append(timed(gen, jax.random.PRNGKey(30 + i)))
+        roll_t.append(timed(rollout_only, jax.random.PRNGKey(40 + i)))
     best = lambda ts, j: min(t[j] for t in ts)  # noqa: E731
     env_w, env_c = best(env_t, 0), best(env_t, 1)
     tr_w, tr_c = best(train_t, 0), best(train_t, 1)
-    gen_w = best(gen_t, 0)
+    gen_w, roll_w = best(gen_t, 0), best(roll_t, 0)
     out = {
         "envs": b, "case": a.case, "capacity": cap.__dict__, "hparams": hp.__dict__,
         "hidden": a.hidden,
@@ -133,7 +153,9 @@ def main(argv: list[str] | None = None) -> dict:
         "ratio_cpu_time": env_c / tr_c,
         "pool_gen_s": gen_w, "stage_s": tr_w,
         "ratio_without_pool_gen": env_w / max(tr_w - gen_w, 1e-9),
-        "all_times_wall_cpu": {"env": env_t, "train": train_t, "pool_gen": gen_t},
+        "rollout_s": roll_w, "update_s": tr_w - gen_w - roll_w,
+        "all_times_wall_cpu": {"env": env_t, "train": train_t, "pool_gen": gen_t,
+                               "rollout": roll_t},
     }
     print(f"B={b}, capacity {cap.max_size}x{cap.max_size}/{cap.max_agents} agents, "
           f"{n_steps:,} env steps per stage ({hp.num_updates} updates x {hp.num_steps} steps), "
@@ -143,6 +165,8 @@ def main(argv: list[str] | None = None) -> dict:
           f"which pool generation of {a.pool_size} levels {gen_w:.2f}s)")
     print(f"ratio    : {out['ratio']:.3f} (wall), {out['ratio_cpu_time']:.3f} (CPU time), "
           f"{out['ratio_without_pool_gen']:.3f} (wall, pool generation excluded); goal >= 0.3")
+    print(f"stage    : pool generation {gen_w:.2f}s, rollout {roll_w:.2f}s, GAE and PPO epochs "
+          f"{out['update_s']:.2f}s (the rest); env only {env_w:.2f}s")
     write_json(a.json, out)
     return out
 
