@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 from bench_json import write_json
 from env_throughput import CASES, case_config
 
@@ -113,14 +112,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     @jax.jit
     def rollout_only(key):  # the stage's rollout phase, on the env-only side's pool
-        def one(carry, _):  # the last transitions stay in the carry, so they are written
-            envc, traj, _ = rollout(penv, network, runner.params, carry[0], params, axes,
-                                    hp.num_steps)
-            return (envc, traj), None
-        envc = start(penv, params, axes, jax.random.split(key, b))
-        traj = jax.eval_shape(lambda c: one((c, None), None)[0][1], envc)
-        traj = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), traj)
-        return jax.lax.scan(one, (envc, traj), None, hp.num_updates)[0][1].reward.sum()
+        def one(envc):
+            return rollout(penv, network, runner.params, envc, params, axes, hp.num_steps)[:2]
+        # The last update's transitions stay in the carry, so every update writes its own.
+        carry = one(start(penv, params, axes, jax.random.split(key, b)))
+        carry = jax.lax.scan(lambda c, _: (one(c[0]), None), carry, None, hp.num_updates - 1)[0]
+        return carry[1].reward.sum()
 
     gen = jax.jit(lambda k: stage_pool(env, k, jax.tree.map(lambda x: x[None], cfg), 1,
                                        a.pool_size))
