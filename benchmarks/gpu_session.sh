@@ -61,12 +61,12 @@ if [ "$MODE" = quick ]; then
 else  # one device call of at most ~9.5 min: the figures first, the tests last
   step 60 pool "$PY" benchmarks/pool_gen.py --chunks 4,64,512 --repeats 2 \
     --json "$OUT/pool_gen_h200.json"
-  step 100 train "$PY" benchmarks/train_throughput.py --case headline --envs 1024 \
+  step 110 train "$PY" benchmarks/train_throughput.py --case headline --envs 1024 \
     --json "$OUT/train_throughput_h200.json"
   step 70 env "$PY" benchmarks/env_throughput.py --no-pogema --cases headline \
     --json "$OUT/env_throughput_h200.json"
   step 110 families "$PY" benchmarks/families.py --explain --json "$OUT/families_h200.json"
-  step 160 scaling "$PY" benchmarks/scaling.py --min-batch 256 --max-batch 1048576 --max-run-s 8 \
+  step 150 scaling "$PY" benchmarks/scaling.py --min-batch 256 --max-batch 1048576 --max-run-s 8 \
     --repeats 2 --json "$OUT/scaling_h200.json" --png "$OUT/scaling_h200.png"
   gpu_tests 90
 fi
