@@ -2,49 +2,10 @@
 
 Parameter sharing makes the network independent of the agent count: it maps one agent's input
 (`jaxenv.agents.AgentObs`: an optional local image `view` and a feature vector `vec`) to action
-logits and a value, so a policy trained with 2 agents runs on levels with 3, 4 or 5. The
-environment decides what the input holds (`env.agent_obs`); nothing here knows the task.
-
-Two critics:
-- ``"ippo"``: the value head sits on the agent's own torso (independent critic per agent);
-- ``"mappo"``: a centralised critic that also reads `AgentObs.glob` (a whole-board input the
-  environment builds for it) beside the agent's own torso features.
-
-Action masking (`mask_actions=True`): where the environment marks an action pointless
-(`AgentObs.action_mask`, e.g. MAPF's moves off the grid) its logit is set to -1e9, so sampling,
-log-probabilities and entropy (all read from these logits) agree that it does not exist. The
-environment decides what is pointless; failures the engineer must see are never masked.
-
-Agents that see each other (`mixer="attention"`): after the first torso layer, one residual
-attention layer across the agents of the episode (`policy.mixer.AgentAttention`: masked by
-`agent_mask`, relative positions from `AgentObs.pos`, optionally only within `mixer_radius`).
-The default ``"none"`` keeps every agent's decision its own.
-
-Continuous actions (`action_dim > 0`, e.g. Pendulum, Brax): the policy head gives a diagonal
-Gaussian, its mean from the torso and a state-independent log standard deviation (a learnt
-parameter, PureJaxRL's choice, starting at `log_std_init`), or with `state_std=True` a log
-standard deviation the torso computes per state (brax's choice; clipped to
-[LOG_STD_MIN, LOG_STD_MAX]). Adam moves a lone parameter by about the learning rate per step,
-so the state-independent spread narrows slowly: at lr 3e-4 and ~1,400 steps its log falls by
-at most ~0.4, while a head on 64 features can narrow it within a few hundred steps. Both are
-packed as one array `[..., A, 2 * action_dim]`;
-`ActorCritic.dist` is the module (`policy.categorical` or `policy.gaussian`) that reads it.
-
-Observation normalisation (`obs_norm=True`): the feature vector `vec` is standardised with
-running statistics held in the `obs_norm` variable collection (`policy.obs_norm`), updated by
-the trainer from each rollout and read, never differentiated, here; so rollouts, loss,
-evaluation and verification all see the same statistics, and a checkpoint of the variables
-holds them. The view (MAPF's planes in [0, 1]) is left as it is.
-
-A separate critic (`separate_critic=True`, plain IPPO only): the value head gets its own
-two-layer torso instead of sharing the policy's, as PureJaxRL's and brax's continuous-control
-PPO do (on brax's inverted pendulum, with the other two Brax options, it took the final return
-from 679 to 1,000: docs/families.md).
-
-Two torsos for the view: ``"mlp"`` (default) flattens it, ``"conv"`` puts two 3x3 convs in
-front. XLA's CPU convolutions are much slower per sample than a dense layer of similar FLOPs
-(`benchmarks/train_throughput.py` times both), so the MLP is the default on CPU; use the conv
-torso on accelerators. Environments without a view (e.g. CartPole) use the vector alone.
+logits (or a Gaussian's parameters) and a value, so a policy trained with 2 agents runs on
+levels with 3, 4 or 5. The environment decides what the input holds; nothing here knows the
+task. Its options (critic, action mask, attention across agents, continuous heads, observation
+normalisation, separate critic, conv torso) and why each exists: docs/trainee.md, "The network".
 """
 
 from __future__ import annotations

@@ -1,34 +1,10 @@
 """Brax's hopper (``generalized`` backend) as a physics family (`jaxenv.control.family`).
 
-The same construction as `jaxenv.control.brax_pendulum` (read its docstring for brax's status
-and why the ``System`` is rebuilt inside the vmap): a level is five numbers, each written into a
-field the generalized backend reads, each tested to change a trajectory:
-
-- ``torso_mass``: ``link.inertia.mass`` of the torso, its inertia tensor ``link.inertia.i``
-  scaled with it (same shape, denser material);
-- ``friction``: the foot-ground contact's sliding friction. brax's contacts come from MuJoCo
-  MJX's collision (``mjx.collision``), which takes a contact's friction as the larger of its two
-  geoms' ``geom_friction``; only the foot touches the floor (the other geoms do not collide),
-  so the foot's sliding friction is set to the value and the floor's to ``min(1, value)``
-  (its standard 1): the contact's friction is the value, and the standard value 2 leaves
-  brax's fields as they are;
-- ``gear``: ``actuator.gear`` of all three motors (torque per unit action);
-- ``gravity``: ``gravity`` (downwards);
-- ``joint_damping``: ``dof.damping`` of the thigh, leg and foot hinges (the root's three
-  dofs have none).
-
-Not rebuilt: ``link.invweight`` / ``dof.invweight`` (MuJoCo's inverse inertia at the initial
-pose, which only scales the contact and joint-limit solver's regularisation; brax's own domain
-randomisation leaves them too) and the MJX copies of the edited fields (``body_mass``,
-``actuator_gear``, ``dof_damping``, ``opt.gravity``), which this backend does not read.
-
-Rules (brax's): time step 0.002 s x 4 substeps (0.008 s per step), three actions in [-1, 1]
-times the gear, reward 1 per step alive + forward velocity - 0.001 |action|^2, the episode ends
-(``fall``) when the torso drops below 0.7 m, tilts beyond 0.2 rad or any joint position or
-velocity leaves (-100, 100); 1,000 steps. Success: return >= 3,800, gymnasium Hopper's threshold,
-which is for the same reward (same weights, same 0.008 s step) over the same 1,000 steps.
-Ranges are modest (x0.5-2 for the masses and friction, x0.5-1.5 for the rest): a random
-policy over the knob bounds' corners stays finite (tests); the non-finite guard covers the rest.
+Built as `jaxenv.control.brax_pendulum` is: a level is five numbers (torso mass, foot-ground
+friction, gear, gravity, joint damping), each written into a field the generalized backend
+reads and each tested to change a trajectory. The rules are brax's; success is gymnasium
+Hopper's return threshold over the same 1,000 steps. Which fields are written and why:
+docs/families.md, "Hopper".
 """
 
 from __future__ import annotations

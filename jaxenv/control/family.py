@@ -1,30 +1,13 @@
 """A physics family: a gymnax task whose physics are drawn per episode from an edited distribution.
 
-The three objects, in MAPF's shapes (`jaxenv.mapf`), so one loop drives every family:
-
-- the *config* (what the engineer edits) is a **distribution over physics**: per physical
-  parameter ``p`` two knobs ``p_min`` and ``p_max`` (physical units); each episode's value of
-  ``p`` is drawn uniformly between them, independently per parameter (either order is read as
-  the same range; equal values pin ``p``). The default config pins every parameter at the task's
-  standard value, so the default distribution *is* the standard task (what `fixed` trains on);
-  the knob bounds are the widest physics the engineer may ask for (what domain randomisation
-  draws from).
-- a *level* is one concrete physics variant: a small pytree with one float32 per varied
-  parameter (e.g. ``CartPoleLevel(gravity, masscart, masspole, length, force_mag)``).
-  `Family.env_params(level)` is the raw gymnax ``EnvParams`` of it, every field an array, the
-  derived fields (e.g. CartPole's ``total_mass``) computed from the drawn values and the rules
-  filled in, so they are consistent by construction; it is rebuilt inside each step, which
-  costs a few multiplications and keeps the per-env carry at the varied values only (the
-  rules fold into constants). `generate(key, cfg) -> level`; `reset_to_level(key, level, cfg)`
-  starts an episode on one (held-out sets are batches of levels).
-- the *rules* (integration step, failure thresholds, horizon) are fixed per family (`Family.
-  fixed`), not knobs: changing them changes the task, not its physics.
-
-`ControlEnv` is the gymnax environment of one family. It carries the level in its state (so
-thousands of variants vmap in one jit with no recompile), ends an episode whose state, reward or
-observation goes non-finite (outcome ``nonfinite``, the family's worst step reward, the last
-finite state kept, so no NaN reaches a trainee), records how each episode ends, and speaks the
-one-agent case of the multi-agent protocol (`jaxenv.agents`), so `policy.make_train` trains it.
+The three objects, in MAPF's shapes so one loop drives every family: the *config* (what the
+engineer edits) is a distribution over physics, per parameter ``p_min`` / ``p_max``, whose
+default pins the standard task; a *level* is one physics variant (one float32 per varied
+parameter), from which `Family.env_params` builds consistent gymnax params inside each step;
+the *rules* (step, thresholds, horizon) are fixed per family. `ControlEnv` is the gymnax
+environment of one family: the level rides in its state (no recompile across variants), a
+non-finite state ends the episode (outcome ``nonfinite``, no NaN reaches a trainee), and it
+speaks the one-agent case of `jaxenv.agents`. Semantics in full: docs/families.md.
 """
 
 from __future__ import annotations

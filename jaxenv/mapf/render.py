@@ -2,29 +2,9 @@
 
 ``render_text(level)`` shows the grid with the agents at their starts; ``render_text(state)``
 (a ``MAPFState``) shows them where they are now, with the time step and who is done. The grid
-is followed by one line per agent with explicit coordinates, so a reader (person or LLM) never
-has to count columns. Coordinates are ``(row, col)``, row 0 at the top, col 0 at the left.
-
-Cell legend::
-
-    .        ice (free cell)
-    H        hole (stepping on it fails the plan)
-    A3       agent 3 (at its start for a level, at its current cell for a state)
-    G3       goal of agent 3
-    A3+G1    several things on one cell, joined by "+" (e.g. agent 3 standing on goal 1;
-             "A1+G1" is agent 1 on its own goal)
-
-Example (a 3×3 level, 2 agents)::
-
-    Grid 3x3, 2 agents. Cells are (row, col); row 0 is the top row, col 0 the left column.
-    Legend: . ice, H hole, Ai agent i, Gi goal of agent i.
-        c0 c1 c2
-    r0  A0 .  G1
-    r1  .  H  .
-    r2  A1 .  G0
-    Agents:
-    A0: start (0,0), goal (2,2)
-    A1: start (2,0), goal (0,2)
+(``.`` ice, ``H`` hole, ``Ai`` agent i, ``Gi`` goal of agent i, several on one cell joined by
+``+``) is followed by one line per agent with explicit ``(row, col)`` coordinates, row 0 at the
+top, so a reader (person or LLM) never has to count columns. An example: docs/rules.md.
 """
 
 from __future__ import annotations

@@ -1,65 +1,10 @@
 """Build the frozen MAPF-FrozenLake splits (``jaxenv/data/heldout_v1.npz``, ``validation_v1.npz``).
 
-The command line is ``scripts/make_benchmark.py`` (a thin wrapper of `main`).
-
-Splits (``jaxenv.mapf.benchmark.heldout.SPLITS``): ``heldout`` (seed 20260617, 50 per cell,
-3,150 instances; the numbers we publish) and ``validation`` (seed 20260618, 10 per cell, 630
-instances; what the engineer is tuned on). Same structure, same code path; only the seed, the
-per-cell count and the exclusions differ.
-
-Independent of the training code: numpy's RNG and the exact CBS solver
-(``jaxenv.mapf.solvers.cbs.solve``), never the JAX generator.
-
-Structure (the paper's): 3 agents on sizes 3-10, 4 agents on 4-10, 5 agents on 5-10; wait-ratio
-subsets 0.25 / 0.50 / 0.75; ``per_cell`` instances per (agents, size, subset): 21 blocks x 3
-subsets x per_cell.
-
-One *block* per (agents k, size n), seeded by ``numpy.random.default_rng([seed, k, n])``; its
-three subsets are filled in order from that one stream, so a block regenerates on its own (the
-test does so for small blocks) and blocks can run in parallel without changing a byte.
-
-An instance: a hole ratio drawn uniformly from [0.1, 0.5] (holes = round(ratio * n^2), kept
-within [ceil(0.1 n^2), floor(0.5 n^2)] and at most n^2 - 2k), holes on uniformly random
-cells, then 2k distinct cells of the largest ice component (ties: the component holding the
-lowest cell index) as starts and goals, so every goal is reachable and no start or goal is on
-a hole or on another agent's start or goal (the same rules as the training generator). The
-realised ratio follows from the stored holes (3x3 maps with 3 agents cap it at 3/9).
-
-Wait labels: subset r asks for round-half-alternating(r * per_cell) instances (`wait_quota`:
-12/13, 25, 37/38 of 50; 2/3, 5, 7/8 of 10) whose every SoC-optimal plan needs a wait
-(``Solution.needs_wait``; see ``jaxenv.mapf.solvers.cbs``), the rest none. Candidates are
-drawn until both quotas are full; labelled instances whose quota is full are dropped.
-Waiting instances are rare on large open maps, so with probability
-``CROSSING_SHARE * remaining_wait / remaining_total`` (CROSSING_SHARE = 0.5, so at least half
-of the candidates stay random layouts and natural waits keep a fair share) a candidate is a
-*crossing*: two agents (at random agent indices) on straight row/column segments that reach
-one cell at the same time (their shortest paths are unique and collide, which needs a wait
-unless something else intervenes); holes avoid the two segments. Only the CBS label decides
-the subset. Duplicates within a block are dropped.
-
-Disjointness: a split with ``disjoint_from`` (validation: the held-out split) drops, before
-solving, every candidate equal to an instance of those shipped splits (same holes and the same
-(start, goal) pairs in any agent order: ``heldout.instance_key``); the shipped file's instance
-checksum is verified first. The stream goes on with the next candidate, so the skip is
-deterministic; its count is the extra ``excluded`` column of that split's ``block_stats``.
-
-Determinism: CBS runs with node/state budgets only (no time limit); instances over budget
-are skipped (counted in ``block_stats``). ``cbs.solve`` alternates its searches in turns
-counted in expansions, not seconds, so it returns the same plan on any machine, and with the
-same solver everything regenerates byte for byte. The instances, exact
-costs and labels are what the benchmark *is* (``--check`` and the test compare them byte for
-byte); the stored plan is a *witness*, one SoC-optimal plan among possibly many, which a later
-solver version may pick differently: ``--check`` then reports how many witnesses differ and
-verifies that every regenerated one is valid and SoC-optimal. (A solver change that moves an
-instance across the node budget would change the instances: ``--check`` fails loudly.)
-
-Usage::
-
-    python scripts/make_benchmark.py                      # write jaxenv/data/heldout_v1.npz
-    python scripts/make_benchmark.py --check              # regenerate, compare with the file
-    python scripts/make_benchmark.py --split validation   # write jaxenv/data/validation_v1.npz
-    python scripts/make_benchmark.py --split validation --check
-    python scripts/make_benchmark.py --agents 3 --sizes 3 4 --out /tmp/slice.npz
+The command line is ``scripts/make_benchmark.py`` (a thin wrapper of `main`). Independent of
+the training code (numpy's RNG and the exact CBS solver, never the JAX generator), seeded per
+(agents, size) block, so every block and every split regenerates byte for byte (``--check``).
+The structure, the instance and wait-label rules, disjointness and determinism:
+docs/splits.md.
 """
 
 from __future__ import annotations

@@ -1,42 +1,10 @@
 """Exact multi-agent path finding for MAPF-FrozenLake (docs/rules.md), for offline labelling.
 
-Plain Python + numpy (no jax). Model: cells ``(row, col)`` of an N×N grid, holes forbidden; each
-step every agent stays or moves to a 4-neighbour. Forbidden: two agents in one cell (vertex
-conflict) and two agents swapping cells (edge conflict); rotations of 3+ agents and following
-are allowed. A finished agent stays on its goal forever (and can still be hit there). Agent
-cost = time of its *last* arrival at its goal (0 if it starts there and never leaves);
-SoC = sum of costs, makespan = max of costs.
-
-Every question is answered by *racing* two exact searches in alternating turns of a fixed
-number of steps (the first answer wins; each is exponential exactly where the other is fine, so
-the race costs at most about a factor two over the better one; counting steps, not seconds,
-keeps the returned plan independent of machine speed):
-
-* **CBS** (Sharon et al. 2015) with the ICBS/CBSH improvements: conflicts prioritised cardinal >
-  semi-cardinal > non-cardinal from MDD widths, bypass of non-cardinal conflicts, the admissible
-  minimum-vertex-cover heuristic over cardinal conflicts (Felner et al. 2018), and symmetry
-  reasoning for target and corridor conflicts (after Li et al. 2020; both splits are proved in
-  their docstrings). Low level: space-time A* with the true BFS distance as heuristic, a goal
-  test that respects constraints on the goal after arrival, conflict-avoidance-table
-  tie-breaking. Strong on open boards where agents interact little.
-* **Joint A* with operator decomposition** (Standley 2010) over (positions, done flags): strong on
-  small, crowded, maze-like boards where CBS drowns in symmetric conflicts.
-
-The three answers:
-
-* ``soc`` (and one SoC-optimal plan): SoC-CBS vs. joint A*. A third racer, an exact reachability
-  search over joint configurations per connected component (capped), proves infeasibility
-  quickly (CBS alone never terminates on unsolvable instances); the joint search proves it too.
-* ``makespan``: if max single-agent distance (a lower bound) equals the makespan of a known
-  SoC-/wait-free-optimal plan (an upper bound), done. Else CBS whose node cost is the max of the
-  agents' constrained shortest-path lengths (a lower bound on the makespan of every plan in the
-  subtree, so the first conflict-free node popped is optimal) vs. joint A* minimising steps,
-  both pruning at the upper bound.
-* ``needs_wait`` = "every SoC-optimal plan contains a wait", where a *wait* is a stay action by
-  an agent at any time before its final arrival at its goal (staying at the goal after the final
-  arrival is not a wait). False at once if the plan found has no wait; otherwise the same two
-  searches run with waits forbidden (an agent stays only once at its goal for good), pruned at
-  ``soc``: needs_wait = (wait-free optimum > soc, or no wait-free plan at all).
+Plain Python + numpy (no jax). Answers ``soc`` (with one SoC-optimal plan), ``makespan`` and
+``needs_wait`` exactly, each by racing CBS (with the ICBS/CBSH improvements) against joint A*
+with operator decomposition in alternating turns counted in search steps, never seconds, so
+the returned plan does not depend on the machine. The model, the searches and how each answer
+is proved: docs/splits.md, "The exact solver".
 """
 
 from __future__ import annotations
