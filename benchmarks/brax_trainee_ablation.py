@@ -1,4 +1,5 @@
-"""Which trainee change makes our PPO learn brax's inverted pendulum (docs/families.md).
+"""Which trainee change makes our PPO learn brax's inverted pendulum
+(docs/experiments/families.md, "Against brax's own PPO").
 
     python benchmarks/brax_trainee_ablation.py 1474560 10 base norm norm_sep_std ...
 

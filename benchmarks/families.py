@@ -21,8 +21,8 @@ included:
 Where our time goes (``--explain``; a benchmark-only wrapper, not a library path): the shared
 auto-reset (`jaxenv.wrappers.LevelReset`) splits two keys per step, as gymnax does, and
 `PoolParams.sample` reads the level index from the reset key's own bits (no extra hashing: on
-CPU a threefry call costs about as much as a classic-control step; a third key cost CartPole
-about 10 %); a family's level class says whether its pool is gathered by rows or by leaf
+CPU a threefry call costs about as much as a classic-control step); a family's level class
+says whether its pool is gathered by rows or by leaf
 (`jaxenv.levels.take_rows`). ``same_level``: `PoolReset` whose envs always restart on one
 level (no index, no gather).
 

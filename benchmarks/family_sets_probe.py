@@ -1,8 +1,7 @@
 """Does a family's held-out set tell a robust policy from a brittle one? PPO trained on the
 standard task (`fixed`) vs on domain randomisation over every knob's bounds (`dr`), same
 budget and seed, evaluated greedily on the frozen held-out set (success %, normalised return,
-per-parameter bins). Discrete-action families only (the trainee's continuous policy is
-another issue's).
+per-parameter bins). Discrete-action families only.
 
     python benchmarks/family_sets_probe.py --families cartpole acrobot \\
         --json benchmarks/results/family_sets_probe_cpu2.json

@@ -1,4 +1,5 @@
-"""Learned vs frozen engineer (issue 13, section 4): verification scores and held-out result.
+"""Learned vs frozen engineer (`--learn` against the frozen `llm`): verification scores and
+held-out result.
 
     python benchmarks/learned_vs_frozen.py --frozen runs/frozen/llm --learned runs/learned/llm \
         --json benchmarks/results/learned_vs_frozen_cartpole.json

@@ -63,7 +63,8 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "plan+cost+ctg+lr2.5e-4": (COST, {"lr": 2.5e-4}),
 }
 # Every row above was measured at lr 5e-4, the default until the loop's later stages were
-# found to slide on validation with it (docs/trainee.md); a row names its lr where it differs.
+# found to slide on validation with it (docs/experiments/trainee.md); a row names its lr
+# where it differs.
 BASE_TRAINEE: dict[str, Any] = {"lr": 5e-4}
 # Likewise every row was measured without the observations that became defaults later (the
 # cost-to-go, then the intent plane): a row names the ones it has ("ctg").

@@ -28,8 +28,8 @@ from flax import struct
 
 from jaxenv.batching import broadcast, take
 
-# Levels per vmapped chunk, by backend. On the CPU chunks of 4 make the loop's pool 3.5x faster
-# than one vmap (benchmarks/pool_gen.py). Other backends: ACCELERATOR_CHUNK, a default stage
+# Levels per vmapped chunk, by backend. On the CPU small chunks generate a pool faster than one
+# vmap (`benchmarks/pool_gen.py` measures it). Other backends: ACCELERATOR_CHUNK, a default stage
 # pool in one vmap, bounded because the exact two-agent search holds max_size**4 states a level
 # (1 M at 32 x 32).
 GEN_CHUNK: dict[str, int] = {"cpu": 4}
@@ -90,11 +90,11 @@ def take_rows(pool: Any, index: jax.Array) -> Any:
 
     A physics level is a handful of scalars [P] each; under `vmap` every env gathers from
     the pool at every step (the reset branch is a select), and XLA's CPU gather costs per
-    gather op: five [P] gathers cost Acrobot 17 % of its step, one gather of a [P, 5] row
-    nothing measurable (benchmarks/families.py). The stacking is loop-invariant, so XLA
+    gather op, so one gather of a [P, n] row is cheaper than n gathers of [P]
+    (`benchmarks/families.py` measures it). The stacking is loop-invariant, so XLA
     hoists it out of a rollout's scan. Leaves with more dims (MAPF's grids) are taken as is.
-    Which is faster depends on how XLA fuses the step that reads the level (Pendulum and
-    MountainCar ran 10-15 % faster with one gather per leaf): a level class whose
+    Which is faster depends on how XLA fuses the step that reads the level (for some
+    families one gather per leaf is faster): a level class whose
     `gather_rows` is False is taken leaf by leaf.
     """
     if not getattr(pool, "gather_rows", True):

@@ -67,7 +67,7 @@ class LevelReset(GymnaxWrapper):
         computed under `vmap` runs every step, and on a classic-control task each threefry call
         costs about as much as the physics, so a level draw that reads raw key bits shares the
         reset's key (`level_from_key_bits`) and the step splits two keys, as gymnax's own
-        `step` (a third key cost CartPole about 10 % of its rate, `benchmarks/families.py`).
+        `step` (a third key costs a classic-control step a measurable share of its rate).
         """
         params = self.default_params if params is None else params
         cfg = self.config(params)

@@ -38,8 +38,8 @@ class SplitDense(nn.Module):
     parameters, names and initialisation `nn.Dense` would have, so checkpoints load either
     way); the result differs from the concatenated product only by float summation order.
     Why: on XLA's CPU backend, concatenating a float copy of every agent's view with its
-    feature vector cost more than the layer's product (docs/scaling.md, "The PPO stage at
-    this size").
+    feature vector cost more than the layer's product (docs/experiments/throughput.md, "The
+    PPO stage at this size").
     """
 
     features: int

@@ -14,8 +14,8 @@ constant, so new values would recompile). Fields are those the generalized backe
 gravity and the hinge's damping. A link's inertia tensor scales with its mass (same shape,
 denser material): a derived field, so an edited mass never leaves the dynamics inconsistent.
 Rules (brax's): time step 0.02 s x 2 substeps, actions in [-1, 1] scaled to the control range,
-failure beyond 0.2 rad, 1,000 steps, reward 1 per step. The time step is no knob: x1.3 already
-gave NaN within 50 steps (the issue's finding); the non-finite guard covers what remains.
+failure beyond 0.2 rad, 1,000 steps, reward 1 per step. The time step is no knob: a slightly longer
+step already diverges to NaN within an episode; the non-finite guard covers what remains.
 """
 
 from __future__ import annotations
