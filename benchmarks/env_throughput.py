@@ -5,26 +5,7 @@ POGEMA 1.4 (random actions, its own venv, in a subprocess) and gymnax CartPole-v
     python benchmarks/env_throughput.py --quick         # a smoke run
     python benchmarks/env_throughput.py --cases headline --json out.json
 
-Each figure is the median of `--repeats` timed runs after a compile-and-warm-up run. Every
-environment in the batch carries its own config (slip probabilities differ per env), levels
-come from a pool drawn from the case's config (`PoolReset`), and actions are uniformly
-random. POGEMA runs with the same grid size, obstacle density, agent count and view radius;
-both sides cancel conflicting moves (`block` mode here, POGEMA's priority rule).
-
-What is timed, per step (POGEMA computes every agent's observation on every step, so ours
-must too):
-
-- "step": gymnax `step` (auto-reset included) and `agent_obs`, i.e. everything the policy
-  reads (`AgentObs`: the uint8 views, goal vectors, masks). The `AgentObs` is carried in the
-  scan, so every step writes all of it to memory, as a rollout does; this is the figure
-  compared with POGEMA.
-- "packed": the same, with the views as `env.packed_views` (bit-packed words, the same
-  information; `views.unpack` gives the bytes back), from pool levels that carry their
-  obstacle and goal planes packed (`Capacity.static_rows`: only the agents' plane is packed
-  per step). Not what today's network reads: it shows what the observation costs in a form a
-  reader unpacks where it reads it.
-- "no obs": `step` with no observation read at all (XLA drops it): the ceiling of any work
-  on observations. "rules only": the transition alone (no auto-reset, no observation).
+How it measures: docs/benchmarks.md, "How `benchmarks/env_throughput.py` measures".
 """
 
 from __future__ import annotations

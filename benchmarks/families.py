@@ -3,34 +3,7 @@
     python benchmarks/families.py --json benchmarks/results/families_cpu2.json
     python benchmarks/families.py --quick                # fewer repeats, smaller batch
 
-Per family (gymnax's four; the brax families too when brax is installed, at their own batch
-``--brax-batch``, default 1,024; ``--families brax:hopper`` for one), B envs each with its own
-physics variant (drawn from a domain-randomisation config: every knob's full range) run a
-jitted ``lax.scan`` of 100 steps of ``vmap(step)`` with uniformly random actions, auto-reset
-included:
-
-- ``raw``: gymnax's own ``step`` with a batch of per-env ``EnvParams`` (the variants' params,
-  every field an array [B], as a batch of gymnax params is); for brax, brax's env on each
-  variant's ``System`` (``tree_replace`` inside the vmap) under its training wrappers
-  (``EpisodeWrapper`` + ``AutoResetWrapper``);
-- ``ours`` (``steps_per_s``): what the trainee runs, `PoolReset(env).step`: each env restarts
-  on a random variant of a pool generated from its config (`jaxenv.levels.make_pool`), with
-  the non-finite guard and the episode bookkeeping;
-- ``ours_fresh``: `env.step`, every episode on a freshly generated variant.
-
-Where our time goes (``--explain``; a benchmark-only wrapper, not a library path): the shared
-auto-reset (`jaxenv.wrappers.LevelReset`) splits two keys per step, as gymnax does, and
-`PoolParams.sample` reads the level index from the reset key's own bits (no extra hashing: on
-CPU a threefry call costs about as much as a classic-control step); a family's level class
-says whether its pool is gathered by rows or by leaf
-(`jaxenv.levels.take_rows`). ``same_level``: `PoolReset` whose envs always restart on one
-level (no index, no gather).
-
-Every figure is the median of ``--repeats`` timed calls (default: enough for a few seconds per
-kind, at least 7) after a compile-and-warm-up call; the kinds are timed in turn within each
-repeat, so load on the machine hits them alike.
-Each repeat uses new variants (new params, new pool), and ``recompiles_after_warmup`` counts
-the XLA compilations (`jaxenv.compiles.count_compiles`) over all timed repeats.
+How it measures: docs/benchmarks.md, "How `benchmarks/families.py` measures".
 """
 
 from __future__ import annotations

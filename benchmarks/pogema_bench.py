@@ -1,35 +1,9 @@
 """POGEMA side of the env-throughput benchmark, run in its own virtualenv.
 
-POGEMA 1.4.0 pins ``numpy<=1.26.4`` and ``pydantic<=1.9.1``, which cannot live next to our stack
-(numpy 2, pydantic 2). So this module has two halves:
-
-* imported from our main venv (stdlib only at import time): :func:`ensure_pogema_venv` builds
-  ``<repo>/.venv-pogema`` once, and :func:`run_pogema` runs *this same file* as a script with that
-  venv's interpreter and parses the one JSON line it prints;
-* run as ``__main__`` inside ``.venv-pogema``: the measurement itself (:func:`_measure`).
-
-Choice of POGEMA options (read from ``pogema/envs.py`` of 1.4.0), compared with our rules
-(docs/rules.md: an agent at its goal is frozen, stays on its cell, and the episode succeeds when
-every agent is at its goal):
-
-* ``on_target="finish"`` (default here). POGEMA's ``Pogema`` env: an agent that reaches its goal
-  is ``terminated`` for good, stops acting, and the episode is over once all agents have arrived:
-  the same life cycle as our freeze, and under random actions the same episode dynamics (fewer
-  and fewer movers, episode ends when the last one arrives or at the step limit). The one
-  difference: POGEMA hides the finished agent, so its cell no longer blocks others, while ours
-  still occupies it. ``on_target="nothing"`` (``PogemaCoopFinish``) keeps the agent on the grid
-  but keeps it *acting*: random agents walk off their goals again, all-at-goal is practically
-  never reached, and every episode runs to the step limit, a different workload from ours.
-* ``collision_system="priority"`` (POGEMA's default, and the fastest of its three in our
-  measurements, so the comparison is conservative). None matches our simultaneous
-  cancel-both resolution exactly: ``block_both`` cancels both sides of a vertex conflict but
-  forbids following; ``soft`` allows following and cycles but lets one side of a vertex
-  conflict win. Pass ``collision_system=`` to measure the others.
-* Obstacle density is POGEMA's ``density``; observations are POGEMA's ``default`` type
-  (3 x (2r+1) x (2r+1) float32 per agent, computed for every agent on every step).
-
-Note that with a fixed ``seed`` POGEMA regenerates the *same* map, starts and goals on every
-reset (``Grid`` seeds its rng from ``GridConfig.seed``); resets inside the timed loop are counted.
+POGEMA pins an old numpy and pydantic, so imported from our venv (stdlib only at import time)
+`ensure_pogema_venv` builds ``.venv-pogema`` once and `run_pogema` runs this same file there
+as a script, parsing the one JSON line it prints; as ``__main__`` it is the measurement. The
+POGEMA options chosen and why: docs/benchmarks.md, "The POGEMA side (`benchmarks/pogema_bench.py`)".
 """
 
 from __future__ import annotations

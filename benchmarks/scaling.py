@@ -3,29 +3,7 @@
     python benchmarks/scaling.py --quick --json runs/scaling.json --png runs/scaling.png
     python benchmarks/scaling.py --max-batch 1048576 --json scaling_h200.json --png scaling.png
 
-Three workloads on MAPF-FrozenLake (one config: `--size` map, `--density` holes, `--agents`
-agents, so every env-step is `--agents` agent-steps), at batch B = 2^6, 2^7, ... `--max-batch`:
-
-- env: env-only stepping, `jit(lax.scan(vmap(step)))` with random joint actions and resets
-  from a pre-generated level pool (`jaxenv.wrappers.PoolReset` + `jaxenv.levels.make_pool`),
-  each env with its own slip probability; B envs x `scan` steps per run (`--env-budget`);
-- train: one `policy.make_train(...).train_stage` of `--updates` x `--rollout` steps over B envs,
-  everything included (stage pool generation, rollouts, GAE, PPO epochs);
-- verify: `designer.verify.Verifier(env, network, k, episodes=B/k).score(...)` on k candidate
-  configs (level generation included); env-steps are the episodes' actual lengths.
-
-Device count D (strong scaling, `--device-batch` envs split over D devices; env and train only,
-the verifier runs on one device): real devices where the backend has several, else host CPU
-devices forced per subprocess (XLA_FLAGS), which share the machine's cores.
-
-Every measurement runs in a fresh subprocess (one per workload for the batch sweep, one per D),
-so the parent never holds an accelerator and a device's peak memory belongs to one workload.
-Compile time is what JAX's own trace, lowering and backend-compile events report during the
-first call; run time is the median of `--repeats` later runs. A workload stops growing at a run
-longer than `--max-run-s`, at a predicted or actual out-of-memory, or at `--max-batch`.
-Memory per env: the device's peak bytes in use after the workload at batch B (running max over
-ascending batches; `device.memory_stats()`, "unavailable" where the backend has none, e.g. CPU)
-divided by B, and XLA's compiled estimate (arguments + outputs + temporaries) for env and train.
+How it measures: docs/benchmarks.md, "How `benchmarks/scaling.py` measures".
 """
 
 from __future__ import annotations

@@ -1,30 +1,9 @@
 """Env-steps per second of a whole PPO training stage against env-only stepping, one run.
 
-Both sides run B environments of the same capacity and config in one jitted `lax.scan`:
-
-- env only: gymnax `step` with auto-reset from a pre-generated level pool (`PoolReset`),
-  uniformly random joint actions, as many steps as the stage, and `agent_obs` (what the
-  policy reads, carried in the scan so that every step writes it, as the rollout does);
-- training: `Trainer.train_stage`, everything included: stage pool generation (the
-  generator with exact two-agent wait labels), network forward passes, sampling, GAE, PPO
-  epochs, optimiser.
-
-The two are timed alternately (`--repeats` rounds, best of each) because the CPU is shared;
-the ratio uses the best times. Process CPU time is reported too (less sensitive to other
-load). Also printed: the stage's pool generation alone and the ratio without it, and the
-rollout phase alone (the stage's updates x `--steps` policy steps with the initial parameters,
-on the env-only side's pool). What remains of the stage is GAE and the PPO epochs, so the
-three phases say where a stage's time goes on whatever device runs it.
-
     python benchmarks/train_throughput.py --envs 1024 --json runs/train_throughput.json
     python benchmarks/train_throughput.py --envs 1024 --case headline   # 64 agents, 32x32
 
-`--case` takes a case of `benchmarks/env_throughput.py` (its capacity and config: every level
-at full size and agent count); without it, capacity 10x10 with `--agents` slots and the
-default config (2 agents, sizes 3-10).
-
-Defaults are those of `benchmarks/learning_curve.py` (hidden 32, 1 epoch, 512 levels and 25
-updates per stage): the trainer whose learning curve is reported.
+How it measures: docs/benchmarks.md, "How `benchmarks/train_throughput.py` measures".
 """
 
 from __future__ import annotations
