@@ -25,7 +25,8 @@ FIGURE = re.compile(
     r"|\bfrom\s+\d+(?:\.\d+)?\s*%?\s+to\s+\d+(?:\.\d+)?\b"
     r"|\b\d[\d,.]*(?:e[+-]?\d+)?\s?[kMG]?\s?(?:env-|agent-)?steps?/s\b",
     re.IGNORECASE)
-RESULTS_PATH = re.compile(r"benchmarks/results/")
+# A results path, or the name of a stored experiment (`compare_v7`).
+RESULTS_PATH = re.compile(r"benchmarks/results/|\bcompare_v\d+\b")
 # This project's issues ("issue 13", "#12"); an upstream repository's ("owner/repo#1528") passes.
 ISSUE = re.compile(r"\bissues?\s+#?\d+|(?<![\w/&])#\d+\b", re.IGNORECASE)
 
@@ -73,6 +74,7 @@ def test_product_comments_carry_no_figure_path_or_issue() -> None:
     "# 4.1e6 env-steps/s on the CPU",
     "# measured: 451,871 env-steps/s",
     "# see benchmarks/results/compare_v8/report.md",
+    "# stayed level (compare_v7)",
     "# issue 13 section 4",
     "# as in #12",
     "# Issues #7 and #9",
