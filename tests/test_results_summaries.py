@@ -59,6 +59,15 @@ def test_quoted_results_paths_exist(page: Path) -> None:
     assert missing == [], f"{page.relative_to(ROOT)} names missing results: {missing}"
 
 
+@pytest.mark.parametrize("page", ["README.md", "docs/results.md"])
+def test_headline_figures_resolve_to_a_summary(page: str) -> None:
+    """Every mean ± std the headline tables quote is in some experiment's summary.json."""
+    stored = "".join(p.read_text() for p in SUMMARIES)
+    figures = set(re.findall(r"\d+\.\d+ ± \d+\.\d+", (ROOT / page).read_text()))
+    assert figures, f"{page} quotes no headline figure"
+    assert sorted(f for f in figures if f not in stored) == []
+
+
 def test_quoted_path_pattern() -> None:
     text = ("see `benchmarks/results/compare_v8/summary.json`, "
             "benchmarks/results/gpu_h200/ and benchmarks/results/trainee_ablation_*.json, "
