@@ -152,9 +152,9 @@ def trial_count(spec: SweepSpec) -> int:
 
 def check_name(name: str, where: str) -> str:
     """`name` as one folder inside the sweep root, else a ValueError naming `where`."""
-    if not NAME.fullmatch(name) or name in (".", ".."):
+    if not NAME.fullmatch(name):
         raise ValueError(f"{where} {name!r} must be one folder name (letters, digits and "
-                         "._+- , not starting with a dot), not a path")
+                         "._+-, starting with a letter or digit), not a path")
     return name
 
 
