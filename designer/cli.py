@@ -494,29 +494,24 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from designer import sweep
 
-    for flag, v, low in (("retries", args.retries, 0), ("cpus-per-trial", args.cpus_per_trial,
-                         1e-3), ("gpus-per-trial", args.gpus_per_trial, 0),
-                         ("llm-concurrency", args.llm_concurrency, 1)):
-        if v < low:
-            raise CliError(f"--{flag} must be at least {low:g}, got {v:g}")
     flags = {k: v for k in ("backend", "base_url", "model")
              if (v := getattr(args, k)) is not None}
     try:
         spec = sweep.load_spec(args.spec)
+        out = args.out or DEFAULT_OUT / "sweeps" / sweep.sweep_name(spec, args.spec)
+        opts = sweep.Options(out=out, address=args.address, cpus_per_trial=args.cpus_per_trial,
+                             gpus_per_trial=args.gpus_per_trial, retries=args.retries,
+                             llm_concurrency=args.llm_concurrency, command=command_line())
         try:
             trials = sweep.expand(spec, flags)
         except sweep.SweepError as e:
             raise CliError(f"spec {args.spec}: {e}") from None
-        out = args.out or DEFAULT_OUT / "sweeps" / (spec.name or args.spec.stem)
         states = sweep.plan(trials, out)
         if args.dry_run:
             for t in trials:
                 print(f"{t.name}\t{states[t.name]}\t{json.dumps(t.overrides)}")
             print(f"{len(trials)} trials in {out}")
             return 0
-        opts = sweep.Options(out=out, address=args.address, cpus_per_trial=args.cpus_per_trial,
-                             gpus_per_trial=args.gpus_per_trial, retries=args.retries,
-                             llm_concurrency=args.llm_concurrency, command=command_line())
         summary = sweep.run_sweep(spec, trials, opts)
     except sweep.SweepError as e:
         raise CliError(str(e)) from None

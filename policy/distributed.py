@@ -23,6 +23,12 @@ checks the config batch and key across processes before each stage unless told n
 On CPU, cross-process collectives go through gloo (`jax_cpu_collectives_implementation`,
 set by `initialize` where this JAX version leaves it unset).
 
+Joining is bounded: a process other than 0 first waits for the coordinator's port, and the
+whole join must finish within `timeout_s` (`ENVENGINEER_COORDINATOR_TIMEOUT`, default
+`TIMEOUT_S`). An unreachable coordinator is a `CoordinatorTimeout`; a job whose other processes
+never arrive ends this process with one line and exit status 2, before JAX's own timeout would
+abort it with a fatal log and a stack dump.
+
 From the shell, `envengineer run --distributed` runs the closed loop this way (docs/scaling.md).
 """
 
@@ -30,7 +36,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +59,14 @@ log = logging.getLogger(__name__)
 ENV_ADDRESS = "JAX_COORDINATOR_ADDRESS"  # read by jax.distributed itself as well
 ENV_COUNT = "JAX_NUM_PROCESSES"
 ENV_ID = "JAX_PROCESS_ID"
+ENV_TIMEOUT = "ENVENGINEER_COORDINATOR_TIMEOUT"  # seconds to join the job
+TIMEOUT_S = 300  # JAX's own default initialization timeout
+TIMEOUT_EXIT = 2  # the exit status of a job that did not start (the command line's)
+JAX_GRACE_S = 30  # JAX's timeout is set this much later, so that ours fires first
+
+
+class CoordinatorTimeout(ValueError):
+    """The coordinator did not answer within the timeout (a wrong address, or not started)."""
 
 
 @dataclass(frozen=True)
@@ -85,9 +104,70 @@ def resolve(coordinator_address: str | None = None, num_processes: int | None = 
     return address, count, pid
 
 
+def timeout(timeout_s: float | None = None, environ: Mapping[str, str] | None = None) -> float:
+    """The join timeout in seconds: the argument, else `ENVENGINEER_COORDINATOR_TIMEOUT`, else
+    `TIMEOUT_S`; a ValueError unless it is a finite number of at least 1."""
+    env = os.environ if environ is None else environ
+    raw: Any = timeout_s if timeout_s is not None else env.get(ENV_TIMEOUT) or TIMEOUT_S
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{ENV_TIMEOUT}={raw!r} is not a number of seconds") from None
+    if not 1 <= value <= 86_400:  # NaN fails this too
+        raise ValueError(f"the coordinator timeout must be 1 to 86400 seconds, got {raw!r}")
+    return value
+
+
+def host_port(address: str) -> tuple[str, int]:
+    """'host:port' or '[v6]:port' -> (host, port); a ValueError naming the address otherwise."""
+    host, _, port = address.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"coordinator address {address!r} is not host:port")
+    return host, int(port)
+
+
+def wait_for_coordinator(address: str, deadline: float, what: str) -> None:
+    """Return once the coordinator's port accepts a connection; `CoordinatorTimeout` at
+    `deadline` (`time.monotonic()`), or at once for a host name that does not resolve."""
+    host, port = host_port(address)
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            socket.create_connection((host, port), timeout=max(0.1, min(2.0, left))).close()
+            return
+        except socket.gaierror as e:
+            raise CoordinatorTimeout(f"coordinator {address}: cannot resolve {host!r} "
+                                     f"({e.strerror})") from None
+        except OSError:
+            if left <= 0:
+                raise CoordinatorTimeout(
+                    f"no coordinator answered at {address} within the timeout ({what}); start "
+                    f"process 0 there first, or wait longer with {ENV_TIMEOUT}") from None
+            time.sleep(min(0.5, max(0.0, left)))
+
+
+@contextmanager
+def _exit_after(seconds: float, message: str) -> Iterator[None]:
+    """End the process with `message` and `TIMEOUT_EXIT` unless the block is done in time
+    (JAX's join blocks in C++ and aborts the process when its own timeout expires)."""
+
+    def give_up() -> None:
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        os._exit(TIMEOUT_EXIT)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
 def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
                process_id: int | None = None, *, local_device_ids: Sequence[int] | None = None,
-               cpu_devices: int | None = None, timeout_s: int = 300,
+               cpu_devices: int | None = None, timeout_s: float | None = None,
                auto_detect: bool = False) -> Processes:
     """Join the job (`jax.distributed.initialize`); call it before making any JAX array.
 
@@ -96,7 +176,7 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     left to JAX's cluster detection (Slurm, Open MPI, Kubernetes, Cloud TPU). A partial setting
     raises a `ValueError` naming what is missing, so a typo never starts a one-process run.
     `cpu_devices` sets the host CPU devices of this process (`jax_num_cpu_devices`), e.g. to
-    try a multi-device job on one machine.
+    try a multi-device job on one machine. `timeout_s` bounds the join (module docstring).
     """
     if jax.distributed.is_initialized():
         return Processes(jax.process_index(), jax.process_count(),
@@ -115,6 +195,14 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
                          f"process_id; missing: {', '.join(missing)}")
     if pid is not None and count is not None and not 0 <= pid < count:
         raise ValueError(f"process_id must be in [0, {count}), got {pid}")
+    if not single:
+        limit = timeout(timeout_s)
+        deadline = time.monotonic() + limit
+        what = f"{limit:g} s, process {pid} of {count}"
+        if address is not None:
+            host_port(address)
+            if pid not in (None, 0):  # process 0 starts the coordinator; the others find it
+                wait_for_coordinator(address, deadline, what)
     if single and cpu_devices is None:
         return Processes(0, 1, address)
     _clear_import_time_backends()
@@ -124,8 +212,12 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
         return Processes(0, 1, address)
     if getattr(jax.config, "jax_cpu_collectives_implementation", "gloo") is None:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(address, count, pid, local_device_ids=local_device_ids,
-                               initialization_timeout=timeout_s)
+    left = max(1.0, deadline - time.monotonic())
+    with _exit_after(left, f"the distributed job did not start within {what} at coordinator "
+                     f"{address}: the other processes never joined (wait longer with "
+                     f"{ENV_TIMEOUT})"):
+        jax.distributed.initialize(address, count, pid, local_device_ids=local_device_ids,
+                                   initialization_timeout=int(left) + JAX_GRACE_S)
     return Processes(jax.process_index(), jax.process_count(), address)
 
 

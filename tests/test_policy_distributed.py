@@ -199,6 +199,64 @@ def test_initialize_settings(monkeypatch):
         "b:2", 3, 0)
 
 
+# ------------------------------------------------------------ a coordinator that never comes
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_join_timeout_setting(monkeypatch):
+    from policy import distributed as d
+
+    assert d.timeout(environ={}) == d.TIMEOUT_S
+    assert d.timeout(environ={d.ENV_TIMEOUT: "7.5"}) == 7.5
+    assert d.timeout(3, environ={d.ENV_TIMEOUT: "7.5"}) == 3
+    for bad in ("nan", "inf", "0", "soon"):
+        with pytest.raises(ValueError, match="coordinator timeout|not a number"):
+            d.timeout(environ={d.ENV_TIMEOUT: bad})
+    assert d.host_port("[::1]:8476") == ("::1", 8476)
+    for bad in ("host", ":1", "host:0", "host:99999", "host:port"):
+        with pytest.raises(ValueError, match="is not host:port"):
+            d.host_port(bad)
+
+
+def test_a_missing_coordinator_is_one_error_within_the_timeout(monkeypatch):
+    """A process other than 0 waits for the coordinator's port, then gives up in time; JAX's
+    join (which would abort the process at its own timeout) is never reached."""
+    import jax
+
+    from policy import distributed as d
+
+    def boom(*a, **k):
+        raise AssertionError("jax.distributed.initialize must not be called")
+
+    monkeypatch.setattr(jax.distributed, "initialize", boom)
+    address = f"127.0.0.1:{_free_port()}"
+    t0 = time.perf_counter()
+    with pytest.raises(d.CoordinatorTimeout, match=f"no coordinator answered at {address} "
+                       r"within the timeout \(1 s, process 1 of 2\)"):
+        d.initialize(address, 2, 1, timeout_s=1)
+    assert 1 <= time.perf_counter() - t0 < 10
+    with pytest.raises(d.CoordinatorTimeout, match="cannot resolve 'no-such-host.invalid'"):
+        d.initialize("no-such-host.invalid:1234", 2, 1, timeout_s=1)
+
+
+def test_a_job_whose_others_never_join_ends_with_one_line():
+    """Process 0 starts the coordinator and waits for the others: at the timeout it exits with
+    status 2 and one line, before JAX's own timeout would abort it with a stack dump."""
+    code = ("from policy.distributed import initialize; "
+            f"initialize('127.0.0.1:{_free_port()}', 2, 0, timeout_s=1)")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(Path(__file__).parents[1]))
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert lines[-1].startswith("error: the distributed job did not start within 1 s, "
+                                "process 0 of 2"), lines
+    assert "Check failure" not in res.stderr
+
+
 if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
     if mode == "ref":

@@ -20,16 +20,9 @@ import yaml
 
 from designer.cli import main
 from designer.settings import RunSettings
-from designer.sweep import (
-    FAULT_ENV,
-    ROUND0_FIELD,
-    Queue,
-    SweepSpec,
-    Trial,
-    expand,
-    load_spec,
-    variant_of,
-)
+from designer.sweep.launch import FAULT_ENV, Queue
+from designer.sweep.spec import SweepSpec, load_spec
+from designer.sweep.trials import ROUND0_FIELD, Trial, expand, variant_of
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"engineer": "rules", "stages": 2, "stage_steps": 2048, "candidates": 2, "heldout_every": 2,
