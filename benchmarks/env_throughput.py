@@ -37,18 +37,9 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
+import harness
 import jax
 import jax.numpy as jnp
-from harness import (
-    batch_pool,
-    command,
-    pool_reset,
-    pool_step,
-    random_rollout,
-    time_rounds,
-    uniform_actions,
-    write_json,
-)
 
 from jaxenv.levels import make_pool
 from jaxenv.mapf import Capacity, MAPFFrozenLake
@@ -85,17 +76,11 @@ def case_config(case: Case, static_rows: bool = False) -> tuple[MAPFFrozenLake, 
     cap = Capacity(max_size=case.size, max_agents=case.agents, view_radius=case.view_radius,
                    max_steps=256, label_waits=case.size <= 10, static_rows=static_rows)
     env = MAPFFrozenLake(cap)
-    space = env.config_space
-    v = space.default()
-    n_sizes = len(v["size_weights"])
-    v["size_weights"] = [0.0] * (n_sizes - 1) + [1.0]
-    v["hole_ratio"] = [case.density] * n_sizes
-    v["agent_weights"] = [0.0] * (case.agents - 1) + [1.0]
-    v["conflict_mode"] = case.mode
+    v = harness.full_size_values(env.config_space, case.agents, case.density)
     # POGEMA's on_target="finish" is our freeze rule (see pogema_bench.py); under the plan rule
     # random agents walk off their goals and every episode runs to the limit.
-    v["goal_rule"] = "freeze"
-    return env, space.to_config(v)
+    v.update(conflict_mode=case.mode, goal_rule="freeze")
+    return env, env.config_space.to_config(v)
 
 
 def _case_env(case: Case, pool_size: int = 64, static_rows: bool = False):
@@ -107,7 +92,7 @@ def _case_env(case: Case, pool_size: int = 64, static_rows: bool = False):
 
 def _timed_rates(fn, key: jax.Array, repeats: int, per_run: int) -> dict:
     """`fn(key)` after a warm-up, `repeats` times: per_run / seconds of each, and their median."""
-    runs = time_rounds({"run": lambda r: fn(jax.random.fold_in(key, r))}, repeats)["run"]
+    runs = harness.time_rounds({"run": lambda r: fn(jax.random.fold_in(key, r))}, repeats)["run"]
     rates = [per_run / t for t in runs.wall_s]
     return {"agent_steps_per_s": statistics.median(rates), "runs": rates}
 
@@ -123,7 +108,7 @@ def bench_mapf(case: Case, batch: int, repeats: int, kind: str = "step") -> dict
     base = env._env
     steps = _steps_for(batch, case.agents)
     # Each env its own config: slip probabilities spread over [0, 0.2].
-    pool_params = batch_pool(params, batch)
+    pool_params = harness.batch_pool(params, batch)
     cfgs = pool_params.cfg.replace(slip_prob=jnp.linspace(0.0, 0.2, batch))
     pool_params = pool_params.replace(cfg=cfgs)
 
@@ -141,13 +126,13 @@ def bench_mapf(case: Case, batch: int, repeats: int, kind: str = "step") -> dict
         state, r, _, _ = jax.vmap(base.transition)(keys, state, act, cfgs)
         return None, state, r
 
-    step = rules if kind == "rules_only" else pool_step(env, pool_params)
+    step = rules if kind == "rules_only" else harness.pool_step(env, pool_params)
 
     def run(key):
-        obs, state = pool_reset(env, pool_params, jax.random.split(key, batch))
-        _, last, total = random_rollout(
+        obs, state = harness.pool_reset(env, pool_params, jax.random.split(key, batch))
+        _, last, total = harness.random_rollout(
             step, obs, state, key, steps, read=read,
-            actions=uniform_actions(batch, case.agents, env.num_actions),
+            actions=harness.uniform_actions(batch, case.agents, env.num_actions),
             env_keys=partial(jax.random.split, num=batch))
         return last, total  # the last step's input is an output: no step's can be dropped
 
@@ -169,7 +154,7 @@ def bench_cartpole(batch: int, repeats: int) -> dict:
 
     def run(key):
         obs, state = reset(jax.random.split(key, batch), p)
-        _, last, total = random_rollout(
+        _, last, total = harness.random_rollout(
             step, obs, state, key, steps, read=lambda obs, _: obs.sum(),
             actions=lambda k: jax.random.randint(k, (batch,), 0, 2),
             env_keys=partial(jax.random.split, num=batch))
@@ -216,7 +201,7 @@ def main(argv: list[str] | None = None) -> dict:
             row["pogema"] = bench_pogema(case, repeats, 300 if args.quick else 2000)
         result["cases"].append(row)
     print(format_table(result))
-    write_json(args.json, result, command=command(__file__, argv), seeds=[0, 1, 2])
+    harness.write_json(args.json, result, command=harness.command(__file__, argv), seeds=[0, 1, 2])
     return result
 
 

@@ -44,19 +44,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import harness
 import jax
 import jax.numpy as jnp
 import numpy as np
-from harness import (
-    batch_pool,
-    command,
-    pool_reset,
-    pool_step,
-    random_rollout,
-    time_call,
-    time_rounds,
-    write_json,
-)
 
 from jaxenv.batching import broadcast, take
 from jaxenv.compiles import count_compiles
@@ -130,7 +121,7 @@ def make_runners(env: ControlEnv, b: int, pool_size: int,
 
     def rollout(step, obs, state, key):
         """STEPS random-action steps; the checksum reads every reward and the last obs."""
-        _, obs_sum, total = random_rollout(
+        _, obs_sum, total = harness.random_rollout(
             step, obs, state, key, STEPS, actions=partial(random_actions, env, b=b),
             env_keys=partial(jax.random.split, num=b), read=lambda obs, _: jnp.sum(obs[:, 0]))
         return total + obs_sum
@@ -155,12 +146,12 @@ def make_runners(env: ControlEnv, b: int, pool_size: int,
         def run_pooled(key):
             kv, kr, kk = jax.random.split(key, 3)
             pool = gen(jax.random.split(kv, pool_size), cfg)
-            pp = batch_pool(PoolParams(cfg=cfg, pool=pool, lo=jnp.int32(0),
+            pp = harness.batch_pool(PoolParams(cfg=cfg, pool=pool, lo=jnp.int32(0),
                                        count=jnp.int32(pool_size)), b)
             if same:
                 pp = pp.replace(lo=jnp.arange(b, dtype=jnp.int32) % pool_size)
-            obs, state = pool_reset(pooled, pp, jax.random.split(kr, b))
-            return rollout(pool_step(pooled, pp), obs, state, kk)
+            obs, state = harness.pool_reset(pooled, pp, jax.random.split(kr, b))
+            return rollout(harness.pool_step(pooled, pp), obs, state, kk)
         return run_pooled
 
     @jax.jit
@@ -185,10 +176,10 @@ def bench_family(name: str, b: int, repeats: int | None, pool_size: int,
     """repeats None: as many timed calls as fill about `MIN_TIMED_S` per kind (7 to 101)."""
     env = make(name)
     runners = make_runners(env, b, pool_size, explain)
-    first = {kind: time_call(f, jax.random.PRNGKey(0))[1] for kind, f in runners.items()}
+    first = {kind: harness.time_call(f, jax.random.PRNGKey(0))[1] for kind, f in runners.items()}
     compile_s = sum(t.wall_s for t in first.values())
     if repeats is None:  # one more call of raw says how many calls fill the time
-        per_call = time_call(runners["raw"], jax.random.PRNGKey(0))[1].wall_s
+        per_call = harness.time_call(runners["raw"], jax.random.PRNGKey(0))[1].wall_s
         repeats = int(np.clip(np.ceil(MIN_TIMED_S / per_call), 7, 101))
     keys = [jax.random.PRNGKey(r) for r in range(repeats + 1)]  # round r's (1 ... repeats)
 
@@ -197,8 +188,8 @@ def bench_family(name: str, b: int, repeats: int | None, pool_size: int,
             raise RuntimeError(f"{name} {kind}: non-finite checksum")
 
     with count_compiles() as c:
-        rounds = time_rounds({kind: (lambda r, f=f: f(keys[r])) for kind, f in runners.items()},
-                             repeats, warmup=False, on_result=finite)
+        calls = {kind: (lambda r, f=f: f(keys[r])) for kind, f in runners.items()}
+        rounds = harness.time_rounds(calls, repeats, warmup=False, on_result=finite)
     rate = {k: b * STEPS / t.median_s for k, t in rounds.items()}
     extra = {f"{k}_steps_per_s": v for k, v in rate.items() if k.startswith("same_level")}
     return {**extra, "steps_per_s": rate["ours"], "raw_steps_per_s": rate["raw"],
@@ -244,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         for k in ("same_level",):
             if f"{k}_steps_per_s" in res:
                 print(f"{'':12s} {k}: {res[f'{k}_steps_per_s'] / res['raw_steps_per_s']:.2f}x raw")
-    write_json(args.json, out, command=command(__file__, argv), seeds=[0])
+    harness.write_json(args.json, out, command=harness.command(__file__, argv), seeds=[0])
     return 0
 
 

@@ -7,7 +7,8 @@ the pool broadcast and the JSON writer.
   seconds JAX spends tracing, lowering and compiling.
 - Rollout: `random_rollout` scans a batch of envs under uniformly random actions (the
   env-only side every throughput figure is set against); `batch_pool` gives B envs the
-  params of one level pool, `pool_step` / `pool_reset` their vmapped `PoolReset` calls.
+  params of one level pool, `pool_step` / `pool_reset` their vmapped `PoolReset` calls;
+  `full_size_values` is a MAPF config whose every level has the capacity's size and agents.
 - JSON: `write_json` saves a result with its provenance (the command that reruns it, the
   commit, the machine and the seeds).
 """
@@ -138,6 +139,15 @@ def pool_step(env: Any, params: PoolParams) -> Step:
         obs, state, reward, *_ = step(keys, state, action, params)
         return obs, state, reward
     return run
+
+
+def full_size_values(space: Any, agents: int, density: float) -> dict[str, Any]:
+    """MAPF config values (of `space`, a `MAPFFrozenLake.config_space`) whose every level has
+    the largest size and `agents` agents, at hole ratio `density`; the rest the defaults."""
+    v = space.default()
+    n_sizes = len(v["size_weights"])
+    return {**v, "size_weights": [0.0] * (n_sizes - 1) + [1.0],
+            "hole_ratio": [density] * n_sizes, "agent_weights": [0.0] * (agents - 1) + [1.0]}
 
 
 def uniform_actions(batch: int, agents: int, num_actions: int) -> Callable[[jax.Array], Any]:

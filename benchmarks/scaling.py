@@ -45,18 +45,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness import (
-    CompileClock,
-    batch_pool,
-    command,
-    pool_reset,
-    pool_step,
-    random_rollout,
-    time_call,
-    time_rounds,
-    uniform_actions,
-    write_json,
-)
+import harness
 
 WORKLOADS = ("env", "train", "verify")
 ROW = "ROW "  # prefix of a worker's result lines on stdout
@@ -87,9 +76,9 @@ class Settings:
 # ----------------------------------------------------------------------------- measurement
 def _timed(first: Callable[[], Any], again: Callable[[int], Any], repeats: int) -> dict:
     """Compile and first-call time of `first()`, then the median of `again(i)` runs."""
-    with CompileClock() as clock:
-        first_s = time_call(first)[1].wall_s
-    runs = time_rounds({"run": again}, repeats, warmup=False)["run"]
+    with harness.CompileClock() as clock:
+        first_s = harness.time_call(first)[1].wall_s
+    runs = harness.time_rounds({"run": again}, repeats, warmup=False)["run"]
     return {"compile_s": clock.seconds, "first_call_s": first_s,
             "run_s": runs.median_s, "runs_s": runs.wall_s}
 
@@ -129,13 +118,8 @@ def _env_and_config(s: Settings) -> tuple[Any, Any, dict]:
     cap = Capacity(max_size=s.size, max_agents=s.agents, view_radius=s.view_radius,
                    max_steps=s.max_steps, label_waits=s.size <= 10)
     env = MAPFFrozenLake(cap)
-    space = env.config_space
-    v = space.default()
-    n_sizes = len(v["size_weights"])
-    v["size_weights"] = [0.0] * (n_sizes - 1) + [1.0]
-    v["hole_ratio"] = [s.density] * n_sizes
-    v["agent_weights"] = [0.0] * (s.agents - 1) + [1.0]
-    return env, space.to_config(v), v
+    v = harness.full_size_values(env.config_space, s.agents, s.density)
+    return env, env.config_space.to_config(v), v
 
 
 def _scan_steps(s: Settings, batch: int) -> int:
@@ -161,12 +145,12 @@ def _env_program(env: Any, cfg: Any, s: Settings, batch: int, devices: Sequence[
     def run(pool: Any, key: jax.Array) -> jax.Array:
         gid = jax.lax.axis_index(AXIS) * b + jnp.arange(b)
         keys = lambda k: jax.vmap(jax.random.fold_in, (None, 0))(k, gid)  # noqa: E731
-        params = batch_pool(pool, b)
+        params = harness.batch_pool(pool, b)
         params = params.replace(cfg=params.cfg.replace(slip_prob=0.2 * gid / batch))
-        obs, state = pool_reset(penv, params, keys(key))
-        _, view_sum, total = random_rollout(
-            pool_step(penv, params), obs, state, key, steps, env_keys=keys,
-            actions=uniform_actions(b, s.agents, env.num_actions),
+        obs, state = harness.pool_reset(penv, params, keys(key))
+        _, view_sum, total = harness.random_rollout(
+            harness.pool_step(penv, params), obs, state, key, steps, env_keys=keys,
+            actions=harness.uniform_actions(b, s.agents, env.num_actions),
             read=lambda obs, _: obs.view.astype(jnp.float32).sum())
         return jax.lax.psum(total + view_sum, AXIS)
 
@@ -401,7 +385,7 @@ def run(a: argparse.Namespace, argv: Sequence[str]) -> dict:
                              "load_avg_start": _load(),
                              "python": platform.python_version(),
                              "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                             "command": command(__file__, argv),
+                             "command": harness.command(__file__, argv),
                              "settings": asdict(s)},
                     "batch": {}, "devices": {}}
     meta: dict = {}
@@ -438,7 +422,7 @@ def run(a: argparse.Namespace, argv: Sequence[str]) -> dict:
     result["sizing"] = sizing(result)
     result["meta"]["wall_s"] = time.perf_counter() - t0
     result["meta"]["load_avg_end"] = _load()
-    write_json(a.json, result, command=command(__file__, argv), seeds=[0, 1])
+    harness.write_json(a.json, result, command=harness.command(__file__, argv), seeds=[0, 1])
     if a.png:
         plot(result, a.png)
     print(summary(result))

@@ -33,18 +33,9 @@ import argparse
 from functools import partial
 from pathlib import Path
 
+import harness
 import jax
 from env_throughput import CASES, case_config
-from harness import (
-    batch_pool,
-    command,
-    pool_reset,
-    pool_step,
-    random_rollout,
-    time_rounds,
-    uniform_actions,
-    write_json,
-)
 
 from jaxenv.levels import PoolParams, make_pool, stage_pool
 from jaxenv.mapf import Capacity, MAPFFrozenLake
@@ -90,16 +81,16 @@ def main(argv: list[str] | None = None) -> dict:
     # Env only: the same number of steps as a stage, random actions, pool resets.
     penv = PoolReset(env)
     pool = jax.jit(lambda k: make_pool(env, k, cfg, a.pool_size))(jax.random.PRNGKey(0))
-    params = batch_pool(pool, b)
+    params = harness.batch_pool(pool, b)
     axes = PoolParams.in_axes()
-    env_obs0, state0 = jax.jit(partial(pool_reset, penv, params))(
+    env_obs0, state0 = jax.jit(partial(harness.pool_reset, penv, params))(
         jax.random.split(jax.random.PRNGKey(1), b))
 
     @jax.jit
     def env_only(state, key):
-        return random_rollout(
-            pool_step(penv, params), env_obs0, state, key, n_steps // b,
-            actions=uniform_actions(b, cap.max_agents, env.num_actions),
+        return harness.random_rollout(
+            harness.pool_step(penv, params), env_obs0, state, key, n_steps // b,
+            actions=harness.uniform_actions(b, cap.max_agents, env.num_actions),
             env_keys=partial(jax.random.split, num=b), read=jax.vmap(env.agent_obs))
 
     network = ActorCritic(hidden=a.hidden, critic=a.critic)
@@ -121,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
     # Round r's keys, made before any timing (round 0 is the compile-and-warm-up call).
     keys = [[jax.random.PRNGKey(k) for k in (3, 4, 5, 6)]] + [
         [jax.random.PRNGKey(base + i) for base in (10, 20, 30, 40)] for i in range(a.repeats)]
-    rounds = time_rounds({
+    rounds = harness.time_rounds({
         "env": lambda r: env_only(state0, keys[r][0]),
         "train": lambda r: trainer.train_stage(runner, cfg, keys[r][1]),
         "pool_gen": lambda r: gen(keys[r][2]),
@@ -155,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{out['ratio_without_pool_gen']:.3f} (wall, pool generation excluded); goal >= 0.3")
     print(f"stage    : pool generation {gen_w:.2f}s, rollout {roll_w:.2f}s, GAE and PPO epochs "
           f"{out['update_s']:.2f}s (the rest); env only {env_w:.2f}s")
-    write_json(a.json, out, command=command(__file__, argv), seeds=[0, 1, 2])
+    harness.write_json(a.json, out, command=harness.command(__file__, argv), seeds=[0, 1, 2])
     return out
 
 
