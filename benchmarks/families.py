@@ -146,8 +146,8 @@ def make_runners(env: ControlEnv, b: int, pool_size: int,
         def run_pooled(key):
             kv, kr, kk = jax.random.split(key, 3)
             pool = gen(jax.random.split(kv, pool_size), cfg)
-            pp = harness.batch_pool(PoolParams(cfg=cfg, pool=pool, lo=jnp.int32(0),
-                                       count=jnp.int32(pool_size)), b)
+            one = PoolParams(cfg=cfg, pool=pool, lo=jnp.int32(0), count=jnp.int32(pool_size))
+            pp = harness.batch_pool(one, b)
             if same:
                 pp = pp.replace(lo=jnp.arange(b, dtype=jnp.int32) % pool_size)
             obs, state = harness.pool_reset(pooled, pp, jax.random.split(kr, b))
