@@ -12,8 +12,8 @@ trainee `envengineer run --env brax:inverted_pendulum` builds (`designer.trainee
 over the family's defaults: observation normalisation, separate critic, state-dependent
 Gaussian spread; `--before` adds a run without those three); theirs is
 `brax.training.agents.ppo.train` with the hyperparameters of brax's own inverted_pendulum
-example. The shim for `jax.device_put_replicated` (removed in jax 0.10,
-still called by brax 0.14's trainer) lives here, in the benchmark, not in the library.
+example, run inside `jaxenv.control.brax_compat.brax_training()` (what brax's trainer needs
+from jax and jax no longer has).
 """
 
 from __future__ import annotations
@@ -24,28 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from bench_json import write_json
+from harness import command, write_json
+
+from jaxenv.control.brax_compat import brax_training
 
 FAMILY = "brax:inverted_pendulum"
 
 
-def _shim_device_put_replicated() -> None:
-    """brax 0.14's PPO calls jax.device_put_replicated, gone in jax 0.10: stack per device."""
-    if hasattr(jax, "device_put_replicated"):
-        return
-
-    def device_put_replicated(x: Any, devices: list) -> Any:
-        stacked = jax.tree.map(lambda a: jnp.stack([jnp.asarray(a)] * len(devices)), x)
-        sharding = jax.sharding.PositionalSharding(devices) if len(devices) > 1 else None
-        return stacked if sharding is None else jax.device_put(stacked, sharding)
-
-    jax.device_put_replicated = device_put_replicated
-
-
 def run_brax(env_steps: int, seed: int) -> dict[str, Any]:
-    _shim_device_put_replicated()
     from brax import envs
     from brax.training.agents.ppo import train as ppo
 
@@ -58,11 +45,12 @@ def run_brax(env_steps: int, seed: int) -> dict[str, Any]:
                        time.perf_counter() - t0))
 
     # brax's example config for inverted_pendulum (brax/training/learner notebook)
-    ppo.train(environment=env, num_timesteps=env_steps, num_evals=10, reward_scaling=10.0,
-              episode_length=1000, normalize_observations=True, action_repeat=1,
-              unroll_length=5, num_minibatches=32, num_updates_per_batch=4, discounting=0.97,
-              learning_rate=3e-4, entropy_cost=1e-2, num_envs=2048, batch_size=1024,
-              seed=seed, progress_fn=progress)
+    with brax_training():
+        ppo.train(environment=env, num_timesteps=env_steps, num_evals=10, reward_scaling=10.0,
+                  episode_length=1000, normalize_observations=True, action_repeat=1,
+                  unroll_length=5, num_minibatches=32, num_updates_per_batch=4,
+                  discounting=0.97, learning_rate=3e-4, entropy_cost=1e-2, num_envs=2048,
+                  batch_size=1024, seed=seed, progress_fn=progress)
     return {"curve": [{"env_steps": s, "return": r, "wall_s": w} for s, r, w in points],
             "wall_s": time.perf_counter() - t0}
 
@@ -147,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         c = r["curve"]
         print(f"{name}: final return {c[-1]['return']:.1f} at {c[-1]['env_steps']:,} steps, "
               f"{r['wall_s']:.0f} s")
-    write_json(a.json, out)
+    write_json(a.json, out, command=command(__file__, argv), seeds=[a.seed])
     if a.json:
         plot(rows, a.json.with_suffix(".png"))
     return out

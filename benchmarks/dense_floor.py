@@ -17,12 +17,11 @@ layer were free: 1 / (1 + env rate / layer rate).
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from bench_json import write_json
+from harness import command, time_rounds, write_json
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -60,14 +59,10 @@ def main(argv: list[str] | None = None) -> dict:
                 "kernel_grad": looped(lambda x, w, g: x.T @ g)}
     flop = 2.0 * n * d * h * a.iters
     out: dict = {"samples": n, "inputs": d, "hidden": h, "device": str(jax.devices()[0])}
-    for name, fn in products.items():
-        jax.block_until_ready(fn(view, kernel, dh))
-        best = float("inf")
-        for _ in range(a.repeats):
-            t = time.perf_counter()
-            jax.block_until_ready(fn(view, kernel, dh))
-            best = min(best, time.perf_counter() - t)
-        out[f"{name}_gflop_per_s"] = flop / best / 1e9
+    rounds = time_rounds({name: (lambda r, fn=fn: fn(view, kernel, dh))
+                          for name, fn in products.items()}, a.repeats)
+    for name, t in rounds.items():
+        out[f"{name}_gflop_per_s"] = flop / t.best_s / 1e9
     # Per agent sample: two forward products and one kernel gradient.
     s_per_sample = 2 * d * h * (2 / out["forward_gflop_per_s"]
                                 + 1 / out["kernel_grad_gflop_per_s"]) / 1e9
@@ -80,7 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
         out["max_ratio"] = 1.0 / (1.0 + a.env_rate / out["max_env_steps_per_s"])
         print(f"largest training / env-only ratio it allows, everything else free: "
               f"{out['max_ratio']:.3f} (env only {a.env_rate:,.0f} env-steps/s)")
-    write_json(a.json, out)
+    write_json(a.json, out, command=command(__file__, argv), seeds=[0])
     return out
 
 

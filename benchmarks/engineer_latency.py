@@ -23,12 +23,11 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
-import time
 from pathlib import Path
 
 import jax
 import numpy as np
-from bench_json import write_json
+from harness import command, time_call, time_rounds, write_json
 
 from designer.sampling import random_values
 from designer.settings import CapacitySettings, RunSettings, TraineeSettings, VerifySettings
@@ -68,24 +67,24 @@ def main(argv: list[str] | None = None) -> dict:
         loop = ClosedLoop(settings, tmp)
         runner = loop.trainee.trainer.init(jax.random.PRNGKey(0))
         values = loop.space.default()
-        t = time.perf_counter()
-        for i in range(a.train_stages):
-            runner, _ = loop.trainee.trainer.train_stage(runner, loop.space.to_config(values),
-                                                 jax.random.PRNGKey(i))
-        jax.block_until_ready(runner)
-        train_s = time.perf_counter() - t
+
+        def train(runner):
+            for i in range(a.train_stages):
+                runner, _ = loop.trainee.trainer.train_stage(
+                    runner, loop.space.to_config(values), jax.random.PRNGKey(i))
+            return runner
+
+        runner, t = time_call(train, runner)
+        train_s = t.wall_s
         verifier, space = loop.verifier, loop.space
         rng = np.random.default_rng(0)
-        t = time.perf_counter()
-        verifier.score(runner.params, [values] * a.k, values, jax.random.PRNGKey(99))
-        warm_s = time.perf_counter() - t
+        warm_s = time_call(verifier.score, runner.params, [values] * a.k, values,
+                           jax.random.PRNGKey(99))[1].wall_s
         compiled = verifier.compiled
-        per_call = []
-        for i in range(a.stages):
-            cands = [random_values(space, rng) for _ in range(a.k)]
-            t = time.perf_counter()
-            verifier.score(runner.params, cands, values, jax.random.PRNGKey(i))
-            per_call.append(time.perf_counter() - t)
+        cands = [[random_values(space, rng) for _ in range(a.k)] for _ in range(a.stages)]
+        per_call = time_rounds({"verify": lambda r: verifier.score(
+            runner.params, cands[r - 1], values, jax.random.PRNGKey(r - 1))},
+            a.stages, warmup=False)["verify"].wall_s
         out = {
             "device": str(jax.devices()[0]), "jax": jax.__version__,
             "platform": platform.platform(), "k": a.k, "episodes_per_candidate": a.episodes,
@@ -101,7 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{out['recompiles_after_warmup']}", flush=True)
         if not a.no_llm:
             out.update(llm_latency(loop, runner, a.proposals))
-    write_json(a.json, out)
+    write_json(a.json, out, command=command(__file__, argv), seeds=[0])
     return out
 
 
@@ -152,9 +151,8 @@ def llm_latency(loop, runner, n: int) -> dict:
         for i in range(n + 1):
             ctx.stage = 1 + i
             counted.tokens = 0
-            t = time.perf_counter()
-            props = eng.propose(ctx)
-            dt = time.perf_counter() - t
+            props, t = time_call(eng.propose, ctx)
+            dt = t.wall_s
             if i:  # the first call warms the model up
                 times.append(dt)
                 toks.append(counted.tokens)

@@ -11,19 +11,18 @@ How it measures: docs/benchmarks.md, "How `benchmarks/env_throughput.py` measure
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
-import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
+import harness
 import jax
 import jax.numpy as jnp
 
-from jaxenv.batching import broadcast
-from jaxenv.levels import PoolParams, make_pool
+from jaxenv.levels import make_pool
 from jaxenv.mapf import Capacity, MAPFFrozenLake
 from jaxenv.mapf.views import packable
 from jaxenv.wrappers import PoolReset
@@ -58,17 +57,11 @@ def case_config(case: Case, static_rows: bool = False) -> tuple[MAPFFrozenLake, 
     cap = Capacity(max_size=case.size, max_agents=case.agents, view_radius=case.view_radius,
                    max_steps=256, label_waits=case.size <= 10, static_rows=static_rows)
     env = MAPFFrozenLake(cap)
-    space = env.config_space
-    v = space.default()
-    n_sizes = len(v["size_weights"])
-    v["size_weights"] = [0.0] * (n_sizes - 1) + [1.0]
-    v["hole_ratio"] = [case.density] * n_sizes
-    v["agent_weights"] = [0.0] * (case.agents - 1) + [1.0]
-    v["conflict_mode"] = case.mode
+    v = harness.full_size_values(env.config_space, case.agents, case.density)
     # POGEMA's on_target="finish" is our freeze rule (see pogema_bench.py); under the plan rule
     # random agents walk off their goals and every episode runs to the limit.
-    v["goal_rule"] = "freeze"
-    return env, space.to_config(v)
+    v.update(conflict_mode=case.mode, goal_rule="freeze")
+    return env, env.config_space.to_config(v)
 
 
 def _case_env(case: Case, pool_size: int = 64, static_rows: bool = False):
@@ -78,14 +71,11 @@ def _case_env(case: Case, pool_size: int = 64, static_rows: bool = False):
     return env, params
 
 
-def _timed(fn, key, repeats: int) -> list[float]:
-    jax.block_until_ready(fn(key))  # compile + warm up
-    out = []
-    for i in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn(jax.random.fold_in(key, i + 1)))
-        out.append(time.perf_counter() - t)
-    return out
+def _timed_rates(fn, key: jax.Array, repeats: int, per_run: int) -> dict:
+    """`fn(key)` after a warm-up, `repeats` times: per_run / seconds of each, and their median."""
+    runs = harness.time_rounds({"run": lambda r: fn(jax.random.fold_in(key, r))}, repeats)["run"]
+    rates = [per_run / t for t in runs.wall_s]
+    return {"agent_steps_per_s": statistics.median(rates), "runs": rates}
 
 
 def _steps_for(batch: int, agents: int, budget: float = 2e6) -> int:
@@ -99,11 +89,9 @@ def bench_mapf(case: Case, batch: int, repeats: int, kind: str = "step") -> dict
     base = env._env
     steps = _steps_for(batch, case.agents)
     # Each env its own config: slip probabilities spread over [0, 0.2].
-    slip = jnp.linspace(0.0, 0.2, batch)
-    cfgs = broadcast(params.cfg, batch).replace(slip_prob=slip)
-    pool_params = params.replace(cfg=cfgs, lo=broadcast(params.lo, batch),
-                                 count=broadcast(params.count, batch))
-    axes = PoolParams.in_axes()
+    pool_params = harness.batch_pool(params, batch)
+    cfgs = pool_params.cfg.replace(slip_prob=jnp.linspace(0.0, 0.2, batch))
+    pool_params = pool_params.replace(cfg=cfgs)
 
     def read(obs, state):
         """What the policy reads this step (None: nothing)."""
@@ -114,29 +102,23 @@ def bench_mapf(case: Case, batch: int, repeats: int, kind: str = "step") -> dict
             return inp.replace(view=jax.vmap(base.packed_views)(state))
         return None
 
+    def rules(keys, state, act):
+        """The transition alone: no auto-reset, no observation."""
+        state, r, _, _ = jax.vmap(base.transition)(keys, state, act, cfgs)
+        return None, state, r
+
+    step = rules if kind == "rules_only" else harness.pool_step(env, pool_params)
+
     def run(key):
-        obs, state = jax.vmap(env.reset, (0, axes))(jax.random.split(key, batch), pool_params)
+        obs, state = harness.pool_reset(env, pool_params, jax.random.split(key, batch))
+        _, last, total = harness.random_rollout(
+            step, obs, state, key, steps, read=read,
+            actions=harness.uniform_actions(batch, case.agents, env.num_actions),
+            env_keys=partial(jax.random.split, num=batch))
+        return last, total  # the last step's input is an output: no step's can be dropped
 
-        def body(carry, k):
-            state, _, acc = carry
-            ka, ks = jax.random.split(k)
-            act = jax.random.randint(ka, (batch, case.agents), 0, env.num_actions)
-            keys = jax.random.split(ks, batch)
-            if kind == "rules_only":
-                state, r, _, _ = jax.vmap(base.transition)(keys, state, act, cfgs)
-                return (state, None, acc + r.sum()), None
-            obs, state, r, _, _, _ = jax.vmap(env.step, (0, 0, 0, axes))(
-                keys, state, act, pool_params)
-            return (state, read(obs, state), acc + r.sum()), None
-
-        carry0 = (state, read(obs, state), jnp.float32(0))
-        (_, last, acc), _ = jax.lax.scan(body, carry0, jax.random.split(key, steps))
-        return last, acc  # the last step's input is an output: no step's can be dropped
-
-    times = _timed(jax.jit(run), jax.random.key(1), repeats)
-    per_run = batch * steps * case.agents
-    rates = [per_run / t for t in times]
-    return {"agent_steps_per_s": statistics.median(rates), "runs": rates, "steps": steps}
+    row = _timed_rates(jax.jit(run), jax.random.key(1), repeats, batch * steps * case.agents)
+    return {**row, "steps": steps}
 
 
 def bench_cartpole(batch: int, repeats: int) -> dict:
@@ -144,24 +126,23 @@ def bench_cartpole(batch: int, repeats: int) -> dict:
 
     env, p = gymnax.make("CartPole-v1")
     steps = _steps_for(batch, 1)
+    reset = jax.vmap(env.reset, (0, None))
+    env_step = jax.vmap(env.step, (0, 0, 0, None))
+
+    def step(keys, state, act):
+        obs, state, r, _, _, _ = env_step(keys, state, act, p)
+        return obs, state, r
 
     def run(key):
-        obs, state = jax.vmap(env.reset, (0, None))(jax.random.split(key, batch), p)
+        obs, state = reset(jax.random.split(key, batch), p)
+        _, last, total = harness.random_rollout(
+            step, obs, state, key, steps, read=lambda obs, _: obs.sum(),
+            actions=lambda k: jax.random.randint(k, (batch,), 0, 2),
+            env_keys=partial(jax.random.split, num=batch))
+        return total + last
 
-        def body(carry, k):
-            state, acc = carry
-            ka, ks = jax.random.split(k)
-            act = jax.random.randint(ka, (batch,), 0, 2)
-            obs, state, r, _, _, _ = jax.vmap(env.step, (0, 0, 0, None))(
-                jax.random.split(ks, batch), state, act, p)
-            return (state, acc + r.sum() + obs.sum()), None
-
-        (_, acc), _ = jax.lax.scan(body, (state, jnp.float32(0)), jax.random.split(key, steps))
-        return acc
-
-    times = _timed(jax.jit(run), jax.random.key(2), repeats)
-    rates = [batch * steps / t for t in times]
-    return {"agent_steps_per_s": statistics.median(rates), "runs": rates, "steps": steps}
+    row = _timed_rates(jax.jit(run), jax.random.key(2), repeats, batch * steps)
+    return {**row, "steps": steps}
 
 
 def bench_pogema(case: Case, repeats: int, steps: int) -> dict | None:
@@ -201,8 +182,7 @@ def main(argv: list[str] | None = None) -> dict:
             row["pogema"] = bench_pogema(case, repeats, 300 if args.quick else 2000)
         result["cases"].append(row)
     print(format_table(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    harness.write_json(args.json, result, command=harness.command(__file__, argv), seeds=[0, 1, 2])
     return result
 
 

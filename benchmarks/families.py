@@ -12,18 +12,17 @@ import argparse
 import importlib.util
 import os
 import platform
-import statistics
-import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import harness
 import jax
 import jax.numpy as jnp
 import numpy as np
-from bench_json import write_json
 
-from jaxenv.batching import take
+from jaxenv.batching import broadcast, take
 from jaxenv.compiles import count_compiles
 from jaxenv.control import ALL_NAMES, BRAX_NAMES, NAMES, make
 from jaxenv.control.family import ControlEnv
@@ -31,8 +30,8 @@ from jaxenv.levels import PoolParams
 from jaxenv.wrappers import PoolReset
 
 STEPS = 100
-# A gymnax call takes ~30 ms: seven of them gave ratios 0.84-0.96 run to run on one build;
-# ten seconds of calls per kind (Brax: 7-17 calls) keep the median within about 0.03.
+# Seconds of timed calls per kind when --repeats is not given: a handful of calls leaves the
+# median ratio noisy from run to run; this many seconds of calls steadies it.
 MIN_TIMED_S = 10.0
 
 
@@ -61,11 +60,11 @@ def raw_fns(env: ControlEnv) -> tuple[Callable, Callable]:
 
     gymnax: its ``reset`` / ``step``. brax: its env on the variant's ``System`` (rebuilt in the
     vmap, as a brax user varies physics without recompiling) under brax's training wrappers
-    ``EpisodeWrapper`` and ``AutoResetWrapper``.
+    ``EpisodeWrapper`` and ``AutoResetWrapper``. Both return (obs, state[, reward]).
     """
     if not env.family.name.startswith("brax:"):
         def reset(key, params):
-            return env.raw.reset(key, params)[1]
+            return env.raw.reset(key, params)
 
         def step(key, state, action, params):
             obs, state, r, *_ = env.raw.step(key, state, action, params)
@@ -78,7 +77,8 @@ def raw_fns(env: ControlEnv) -> tuple[Callable, Callable]:
         return AutoResetWrapper(EpisodeWrapper(inner, env.horizon, 1))
 
     def reset(key, sys):
-        return wrapped(sys).reset(key)
+        state = wrapped(sys).reset(key)
+        return state.obs, state
 
     def step(key, state, action, sys):
         state = wrapped(sys).step(state, action)
@@ -92,12 +92,12 @@ def make_runners(env: ControlEnv, b: int, pool_size: int,
     cfg = dr_config(env)
     gen = jax.vmap(env.generate, in_axes=(0, None))
 
-    def scan(step, carry0, key):
-        def body(carry, k):
-            ka, ks = jax.random.split(k)
-            return step(carry, random_actions(env, ka, b), jax.random.split(ks, b)), None
-        carry, _ = jax.lax.scan(body, carry0, jax.random.split(key, STEPS))
-        return carry
+    def rollout(step, obs, state, key):
+        """STEPS random-action steps; the checksum reads every reward and the last obs."""
+        _, obs_sum, total = harness.random_rollout(
+            step, obs, state, key, STEPS, actions=partial(random_actions, env, b=b),
+            env_keys=partial(jax.random.split, num=b), read=lambda obs, _: jnp.sum(obs[:, 0]))
+        return total + obs_sum
 
     raw_reset, raw_step = raw_fns(env)
 
@@ -105,14 +105,12 @@ def make_runners(env: ControlEnv, b: int, pool_size: int,
     def run_raw(key):
         kv, kr, kk = jax.random.split(key, 3)
         params = jax.vmap(env.family.env_params)(gen(jax.random.split(kv, b), cfg))
-        state = jax.vmap(raw_reset)(jax.random.split(kr, b), params)
+        obs, state = jax.vmap(raw_reset)(jax.random.split(kr, b), params)
 
-        def step(c, a, ks):
-            state, acc = c
+        def step(keys, state, a):
             act = a if env.continuous else a[:, 0]
-            obs, state, r = jax.vmap(raw_step)(ks, state, act, params)
-            return state, acc + jnp.sum(r) + jnp.sum(obs[:, 0])
-        return scan(step, (state, jnp.float32(0)), kk)[1]
+            return jax.vmap(raw_step)(keys, state, act, params)
+        return rollout(step, obs, state, kk)
 
     def pool_runner(pooled: PoolReset) -> Callable:
         same = isinstance(pooled, SameLevel)  # each env keeps one level: its own
@@ -121,31 +119,24 @@ def make_runners(env: ControlEnv, b: int, pool_size: int,
         def run_pooled(key):
             kv, kr, kk = jax.random.split(key, 3)
             pool = gen(jax.random.split(kv, pool_size), cfg)
-            lo = jnp.arange(b, dtype=jnp.int32) % pool_size if same else jnp.zeros(b, jnp.int32)
-            pp = PoolParams(cfg=jax.tree.map(lambda x: jnp.broadcast_to(x, (b,)), cfg),
-                            pool=pool, lo=lo, count=jnp.full(b, pool_size, jnp.int32))
-            axes = PoolParams.in_axes()
-            _, state = jax.vmap(pooled.reset, in_axes=(0, axes))(jax.random.split(kr, b), pp)
-
-            def step(c, a, ks):
-                state, acc = c
-                obs, state, r, term, trunc, _ = jax.vmap(
-                    pooled.step, in_axes=(0, 0, 0, axes))(ks, state, a, pp)
-                return state, acc + jnp.sum(r) + jnp.sum(obs[:, 0])
-            return scan(step, (state, jnp.float32(0)), kk)[1]
+            one = PoolParams(cfg=cfg, pool=pool, lo=jnp.int32(0), count=jnp.int32(pool_size))
+            pp = harness.batch_pool(one, b)
+            if same:
+                pp = pp.replace(lo=jnp.arange(b, dtype=jnp.int32) % pool_size)
+            obs, state = harness.pool_reset(pooled, pp, jax.random.split(kr, b))
+            return rollout(harness.pool_step(pooled, pp), obs, state, kk)
         return run_pooled
 
     @jax.jit
     def run_fresh(key):
         kr, kk = jax.random.split(key)
-        cfgs = jax.tree.map(lambda x: jnp.broadcast_to(x, (b,)), cfg)
-        _, state = jax.vmap(env.reset)(jax.random.split(kr, b), cfgs)
+        cfgs = broadcast(cfg, b)
+        obs, state = jax.vmap(env.reset)(jax.random.split(kr, b), cfgs)
 
-        def step(c, a, ks):
-            state, acc = c
-            obs, state, r, term, trunc, _ = jax.vmap(env.step)(ks, state, a, cfgs)
-            return state, acc + jnp.sum(r) + jnp.sum(obs[:, 0])
-        return scan(step, (state, jnp.float32(0)), kk)[1]
+        def step(keys, state, a):
+            obs, state, r, *_ = jax.vmap(env.step)(keys, state, a, cfgs)
+            return obs, state, r
+        return rollout(step, obs, state, kk)
 
     runners = {"raw": run_raw, "ours": pool_runner(PoolReset(env)), "ours_fresh": run_fresh}
     if explain:
@@ -158,25 +149,21 @@ def bench_family(name: str, b: int, repeats: int | None, pool_size: int,
     """repeats None: as many timed calls as fill about `MIN_TIMED_S` per kind (7 to 101)."""
     env = make(name)
     runners = make_runners(env, b, pool_size, explain)
-    t0 = time.perf_counter()
-    for f in runners.values():
-        jax.block_until_ready(f(jax.random.PRNGKey(0)))
-    compile_s = time.perf_counter() - t0
-    if repeats is None:
-        t = time.perf_counter()
-        jax.block_until_ready(runners["raw"](jax.random.PRNGKey(0)))
-        repeats = int(np.clip(np.ceil(MIN_TIMED_S / (time.perf_counter() - t)), 7, 101))
-    times: dict[str, list[float]] = {k: [] for k in runners}
+    first = {kind: harness.time_call(f, jax.random.PRNGKey(0))[1] for kind, f in runners.items()}
+    compile_s = sum(t.wall_s for t in first.values())
+    if repeats is None:  # one more call of raw says how many calls fill the time
+        per_call = harness.time_call(runners["raw"], jax.random.PRNGKey(0))[1].wall_s
+        repeats = int(np.clip(np.ceil(MIN_TIMED_S / per_call), 7, 101))
+    keys = [jax.random.PRNGKey(r) for r in range(repeats + 1)]  # round r's (1 ... repeats)
+
+    def finite(kind: str, out: jax.Array) -> None:
+        if not np.isfinite(float(out)):
+            raise RuntimeError(f"{name} {kind}: non-finite checksum")
+
     with count_compiles() as c:
-        for r in range(repeats):
-            for kind, f in runners.items():
-                key = jax.random.PRNGKey(1 + r)
-                t = time.perf_counter()
-                out = jax.block_until_ready(f(key))
-                times[kind].append(time.perf_counter() - t)
-                if not np.isfinite(float(out)):
-                    raise RuntimeError(f"{name} {kind}: non-finite checksum")
-    rate = {k: b * STEPS / statistics.median(v) for k, v in times.items()}
+        calls = {kind: (lambda r, f=f: f(keys[r])) for kind, f in runners.items()}
+        rounds = harness.time_rounds(calls, repeats, warmup=False, on_result=finite)
+    rate = {k: b * STEPS / t.median_s for k, t in rounds.items()}
     extra = {f"{k}_steps_per_s": v for k, v in rate.items() if k.startswith("same_level")}
     return {**extra, "steps_per_s": rate["ours"], "raw_steps_per_s": rate["raw"],
             "fresh_steps_per_s": rate["ours_fresh"], "ratio": rate["ours"] / rate["raw"],
@@ -221,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         for k in ("same_level",):
             if f"{k}_steps_per_s" in res:
                 print(f"{'':12s} {k}: {res[f'{k}_steps_per_s'] / res['raw_steps_per_s']:.2f}x raw")
-    write_json(args.json, out)
+    harness.write_json(args.json, out, command=harness.command(__file__, argv), seeds=[0])
     return 0
 
 

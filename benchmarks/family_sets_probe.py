@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
-from bench_json import write_json
+from harness import command, write_json
 
 from jaxenv.control import make
 from jaxenv.control.sets import HELDOUT, load_set, summarize
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     res = {name: probe(name, args.stages, args.seed) for name in args.families}
-    write_json(args.json, res)
+    write_json(args.json, res, command=command(__file__, argv), seeds=[args.seed])
     return 0
 
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_json import write_json
+from harness import command, write_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> dict:
                          "read, stage-length prompt padding)")
     args = ap.parse_args(argv)
     if args.ablate_speedups:
-        return ablate_speedups(args)
+        return ablate_speedups(args, command(__file__, argv))
 
     import jax
     from tunix.generate import sampler as sampler_lib
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.timing_only:
         out["peak_rss_gib"] = rss_gib()
         print(json.dumps(out, indent=1))
-        write_json(args.json, out)
+        write_json(args.json, out, command=command(__file__, argv), seeds=[args.seed])
         return out
 
     # 2. does the base model earn anything on the easiest stage?
@@ -138,13 +138,13 @@ def main(argv: list[str] | None = None) -> dict:
     out["peak_rss_gib"] = rss_gib()
 
     print(json.dumps({k: v for k, v in out.items() if not isinstance(v, list)}, indent=1))
-    write_json(args.json, out)
+    write_json(args.json, out, command=command(__file__, argv), seeds=[args.seed])
     if args.json:
         plot(out, args.json.with_suffix(".png"))
     return out
 
 
-def ablate_speedups(args) -> dict:
+def ablate_speedups(args, cmd: str) -> dict:
     """Step seconds with the adapter's speed-ups (``new``), without one prompt forward per
     group (``no_groups``), and without any (``old``: also tunix's full vocabulary projection
     and prompts padded to ``max_prompt_tokens``), interleaved in one process so that load hits
@@ -184,7 +184,7 @@ def ablate_speedups(args) -> dict:
     out = {"rounds": args.ablate_speedups, "step_s_all": steps,
            **{f"{k}_step_s": float(np.median(v)) for k, v in steps.items()}}
     print(json.dumps(out, indent=1))
-    write_json(args.json, out)
+    write_json(args.json, out, command=cmd, seeds=list(range(args.ablate_speedups)))
     return out
 
 

@@ -10,10 +10,9 @@ Writes {"instances": 3150, "solvable": N, "stored_optimum_matched": M, ...} for 
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
-from bench_json import write_json
+from harness import command, time_call, write_json
 
 from jaxenv.mapf.benchmark.census import census
 from jaxenv.mapf.benchmark.heldout import load_split
@@ -28,10 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     levels, meta = load_split(args.split)
     rules = {}
     for rule in GOAL_RULES:
-        t0 = time.perf_counter()
-        r = census(levels, meta, rule)
+        r, t = time_call(census, levels, meta, rule)
         r.pop("per_instance")
-        r["seconds"] = round(time.perf_counter() - t0, 2)
+        r["seconds"] = round(t.wall_s, 2)
         rules[rule] = r
         print(f"{args.split} {rule:>6}: {r['solvable']}/{r['instances']} solvable, "
               f"{r['stored_optimum_matched']} matched the stored optimum, "
@@ -40,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"split": args.split, "instances": main_rule["instances"],
            "solvable": main_rule["solvable"],
            "stored_optimum_matched": main_rule["stored_optimum_matched"], "rules": rules}
-    write_json(args.json, out)
+    write_json(args.json, out, command=command(__file__, argv), seeds=[])
     return 0
 
 

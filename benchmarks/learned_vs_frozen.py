@@ -22,7 +22,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench_json import write_json
+from harness import command, write_json
 
 from designer.report import Run, load_run
 
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                 "inside_window_after_0")]
         print(f"| {arm} | {r['heldout_mean']:.1f} ± {r['heldout_std']:.1f} | {per} | "
               + " | ".join("-" if c is None else f"{c:.3f}" for c in cells) + " |")
-    write_json(a.json, res)
+    write_json(a.json, res, command=command(__file__, argv), seeds=res["seeds"])
     return res
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from harness import command, write_json
 
 from designer.loop import ClosedLoop
 from designer.report import PAPER
@@ -170,10 +171,10 @@ def main(argv: list[str] | None = None) -> dict:
                     + " | ".join(f"{ours[k]['valid']:.2f} / {ours[k]['optimal']:.2f}"
                                  for k in "345") + " |")
     samples = failure_samples(final.result, k=3, seed=a.seed)
-    cmd = " ".join(sys.argv[1:] if argv is None else argv)
+    cmd = command(__file__, argv)
     report = "\n".join([
         f"# Learning curve: {title}", "",
-        f"Command: python benchmarks/learning_curve.py {cmd}",
+        f"Command: {cmd}",
         f"Total wall time {total_s:.0f}s (training {train_s:.0f}s, the rest compile + "
         f"evaluation); {stage} stages.", "",
         "valid % / optimal % (optimal by makespan), mean over map sizes:", "", *rows, "",
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> dict:
            "curve": curve, "final": final.table.to_dict(),
            "final_sampled": sampled.table.to_dict(), "train_s": train_s,
            "total_s": total_s, "env_steps": int(runner.env_steps)}
-    (a.out / "learning_curve.json").write_text(json.dumps(log, indent=1))
+    write_json(a.out / "learning_curve.json", log, command=cmd, seeds=[a.seed])
     print("\n".join(rows))
     print(f"wrote {a.out}/report.md, learning_curve.png, learning_curve.json; total {total_s:.0f}s")
     return log

@@ -22,14 +22,13 @@ The chunk `generate_many` uses by default on this backend is printed beside the 
 from __future__ import annotations
 
 import argparse
-import time
 from functools import partial
 from pathlib import Path
 
 import jax
 import numpy as np
-from bench_json import write_json
 from env_throughput import CASES, case_config
+from harness import command, time_call, time_rounds, write_json
 
 from designer.settings import CapacitySettings
 from jaxenv.batching import broadcast
@@ -55,6 +54,31 @@ def case_env(name: str):
     return case_config(next(c for c in CASES if name in c.name))
 
 
+def bench_case(name: str, chunks: list[int], n: int, repeats: int) -> dict[int, dict]:
+    """Per chunk size: the first call (compile included) and the best of `repeats` rounds."""
+    env, cfg = case_env(name)
+    cfgs = broadcast(cfg, n)
+    fns = {c: jax.jit(partial(generate_many, env.generate, chunk=c)) for c in chunks}
+    key = jax.random.PRNGKey(0)
+    compile_s, first = {}, None
+    for c, fn in fns.items():
+        lv, t = time_call(lambda f, *args: jax.device_get(f(*args)), fn,
+                          jax.random.split(key, n), cfgs)
+        compile_s[c] = t.wall_s
+        if first is None:
+            first = lv
+        same = all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(first),
+                                                        jax.tree.leaves(lv)))
+        if not same:
+            raise AssertionError(f"{name}: chunk {c} made different levels than {chunks[0]}")
+    keys = [jax.random.split(jax.random.PRNGKey(r), n) for r in range(repeats + 1)]
+    # in rounds over the chunk sizes, so that load spreads over all of them
+    rounds = time_rounds({c: (lambda r, fn=fn: fn(keys[r], cfgs)) for c, fn in fns.items()},
+                         repeats, warmup=False)
+    return {c: {"best_s": t.best_s, "all_s": t.wall_s, "levels_per_s": n / t.best_s,
+                "first_call_s": compile_s[c]} for c, t in rounds.items()}
+
+
 def main(argv: list[str] | None = None) -> dict:
     a = parse(argv)
     chunks = [int(c) for c in a.chunks.split(",")]
@@ -63,35 +87,11 @@ def main(argv: list[str] | None = None) -> dict:
                  "pool_size": n, "default_chunk": gen_chunk(n), "repeats": a.repeats,
                  "cases": {}}
     for name in a.cases.split(","):
-        env, cfg = case_env(name)
-        cfgs = broadcast(cfg, n)
-        fns = {c: jax.jit(partial(generate_many, env.generate, chunk=c)) for c in chunks}
-        key = jax.random.PRNGKey(0)
-        compile_s, first = {}, None
-        for c, fn in fns.items():
-            t = time.perf_counter()
-            lv = jax.device_get(fn(jax.random.split(key, n), cfgs))
-            compile_s[c] = time.perf_counter() - t
-            if first is None:
-                first = lv
-            same = all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(first),
-                                                            jax.tree.leaves(lv)))
-            if not same:
-                raise AssertionError(f"{name}: chunk {c} made different levels than {chunks[0]}")
-        times: dict[int, list[float]] = {c: [] for c in chunks}
-        for r in range(a.repeats):  # alternate, so that load spreads over all chunk sizes
-            for c, fn in fns.items():
-                keys = jax.random.split(jax.random.PRNGKey(1 + r), n)
-                t = time.perf_counter()
-                jax.block_until_ready(fn(keys, cfgs))
-                times[c].append(time.perf_counter() - t)
-        rows = {c: {"best_s": min(ts), "all_s": ts, "levels_per_s": n / min(ts),
-                    "first_call_s": compile_s[c]} for c, ts in times.items()}
-        out["cases"][name] = rows
+        rows = out["cases"][name] = bench_case(name, chunks, n, a.repeats)
         print(f"{name}: {n} levels on {out['device']} (default chunk here: {gen_chunk(n)})")
         for c, row in rows.items():
             print(f"  chunk {c:5d}: {row['best_s']:8.3f} s  ({row['levels_per_s']:9,.0f} levels/s)")
-    write_json(a.json, out)
+    write_json(a.json, out, command=command(__file__, argv), seeds=[0])
     return out
 
 

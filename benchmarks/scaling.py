@@ -13,7 +13,6 @@ import json
 import math
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,13 +23,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench_json import write_json
+import harness
 
 WORKLOADS = ("env", "train", "verify")
 ROW = "ROW "  # prefix of a worker's result lines on stdout
-COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
-                  "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                  "/jax/core/compile/backend_compile_duration")
 UNAVAILABLE = "unavailable"
 
 
@@ -56,43 +52,13 @@ class Settings:
 
 
 # ----------------------------------------------------------------------------- measurement
-class CompileClock:
-    """Seconds JAX spends tracing, lowering and compiling while the context is open."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    def _listen(self, event: str, duration: float, **_: Any) -> None:
-        if event in COMPILE_EVENTS:
-            self.seconds += duration
-
-    def __enter__(self) -> CompileClock:
-        import jax
-
-        jax.monitoring.register_event_duration_secs_listener(self._listen)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        import jax
-
-        jax.monitoring.unregister_event_duration_listener(self._listen)
-
-
 def _timed(first: Callable[[], Any], again: Callable[[int], Any], repeats: int) -> dict:
     """Compile and first-call time of `first()`, then the median of `again(i)` runs."""
-    import jax
-
-    t = time.perf_counter()
-    with CompileClock() as clock:
-        jax.block_until_ready(first())
-    first_s = time.perf_counter() - t
-    runs = []
-    for i in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(again(i + 1))
-        runs.append(time.perf_counter() - t)
+    with harness.CompileClock() as clock:
+        first_s = harness.time_call(first)[1].wall_s
+    runs = harness.time_rounds({"run": again}, repeats, warmup=False)["run"]
     return {"compile_s": clock.seconds, "first_call_s": first_s,
-            "run_s": statistics.median(runs), "runs_s": runs}
+            "run_s": runs.median_s, "runs_s": runs.wall_s}
 
 
 def _compiled_bytes(compiled: Any) -> int | None:
@@ -130,13 +96,8 @@ def _env_and_config(s: Settings) -> tuple[Any, Any, dict]:
     cap = Capacity(max_size=s.size, max_agents=s.agents, view_radius=s.view_radius,
                    max_steps=s.max_steps, label_waits=s.size <= 10)
     env = MAPFFrozenLake(cap)
-    space = env.config_space
-    v = space.default()
-    n_sizes = len(v["size_weights"])
-    v["size_weights"] = [0.0] * (n_sizes - 1) + [1.0]
-    v["hole_ratio"] = [s.density] * n_sizes
-    v["agent_weights"] = [0.0] * (s.agents - 1) + [1.0]
-    return env, space.to_config(v), v
+    v = harness.full_size_values(env.config_space, s.agents, s.density)
+    return env, env.config_space.to_config(v), v
 
 
 def _scan_steps(s: Settings, batch: int) -> int:
@@ -149,8 +110,7 @@ def _env_program(env: Any, cfg: Any, s: Settings, batch: int, devices: Sequence[
     import jax.numpy as jnp
     from jax.sharding import PartitionSpec as P
 
-    from jaxenv.batching import broadcast
-    from jaxenv.levels import PoolParams, make_pool
+    from jaxenv.levels import make_pool
     from jaxenv.wrappers import PoolReset
     from policy.sharding import AXIS, env_mesh
 
@@ -159,26 +119,18 @@ def _env_program(env: Any, cfg: Any, s: Settings, batch: int, devices: Sequence[
     mesh = env_mesh(devices)
     d = mesh.devices.size
     b, steps = batch // d, _scan_steps(s, batch)
-    axes = PoolParams.in_axes()
 
     def run(pool: Any, key: jax.Array) -> jax.Array:
         gid = jax.lax.axis_index(AXIS) * b + jnp.arange(b)
         keys = lambda k: jax.vmap(jax.random.fold_in, (None, 0))(k, gid)  # noqa: E731
-        params = pool.replace(cfg=broadcast(pool.cfg, b).replace(slip_prob=0.2 * gid / batch),
-                              lo=broadcast(pool.lo, b), count=broadcast(pool.count, b))
-        _, state = jax.vmap(penv.reset, (0, axes))(keys(key), params)
-
-        def body(carry, k):
-            state, acc = carry
-            ka, ks = jax.random.split(k)
-            act = jax.random.randint(ka, (b, s.agents), 0, env.num_actions)
-            obs, state, r, _, _, _ = jax.vmap(penv.step, (0, 0, 0, axes))(
-                keys(ks), state, act, params)
-            return (state, acc + r.sum() + obs.view.astype(jnp.float32).sum()), None
-
-        (_, acc), _ = jax.lax.scan(body, (state, jnp.float32(0)),
-                                   jax.random.split(key, steps))
-        return jax.lax.psum(acc, AXIS)
+        params = harness.batch_pool(pool, b)
+        params = params.replace(cfg=params.cfg.replace(slip_prob=0.2 * gid / batch))
+        obs, state = harness.pool_reset(penv, params, keys(key))
+        _, view_sum, total = harness.random_rollout(
+            harness.pool_step(penv, params), obs, state, key, steps, env_keys=keys,
+            actions=harness.uniform_actions(b, s.agents, env.num_actions),
+            read=lambda obs, _: obs.view.astype(jnp.float32).sum())
+        return jax.lax.psum(total + view_sum, AXIS)
 
     fn = jax.jit(jax.shard_map(run, mesh=mesh, in_specs=(P(), P()), out_specs=P(),
                                check_vma=False))
@@ -411,7 +363,7 @@ def run(a: argparse.Namespace, argv: Sequence[str]) -> dict:
                              "load_avg_start": _load(),
                              "python": platform.python_version(),
                              "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                             "command": " ".join(["python benchmarks/scaling.py", *argv]),
+                             "command": harness.command(__file__, argv),
                              "settings": asdict(s)},
                     "batch": {}, "devices": {}}
     meta: dict = {}
@@ -448,7 +400,7 @@ def run(a: argparse.Namespace, argv: Sequence[str]) -> dict:
     result["sizing"] = sizing(result)
     result["meta"]["wall_s"] = time.perf_counter() - t0
     result["meta"]["load_avg_end"] = _load()
-    write_json(a.json, result)
+    harness.write_json(a.json, result, command=harness.command(__file__, argv), seeds=[0, 1])
     if a.png:
         plot(result, a.png)
     print(summary(result))

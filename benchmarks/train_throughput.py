@@ -9,14 +9,13 @@ How it measures: docs/benchmarks.md, "How `benchmarks/train_throughput.py` measu
 from __future__ import annotations
 
 import argparse
-import time
+from functools import partial
 from pathlib import Path
 
+import harness
 import jax
-from bench_json import write_json
 from env_throughput import CASES, case_config
 
-from jaxenv.batching import broadcast
 from jaxenv.levels import PoolParams, make_pool, stage_pool
 from jaxenv.mapf import Capacity, MAPFFrozenLake
 from jaxenv.wrappers import PoolReset
@@ -43,12 +42,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def timed(fn, *args) -> tuple[float, float]:
-    t, c = time.perf_counter(), time.process_time()
-    jax.block_until_ready(fn(*args))
-    return time.perf_counter() - t, time.process_time() - c
-
-
 def main(argv: list[str] | None = None) -> dict:
     a = parse(argv)
     if a.case:
@@ -67,23 +60,17 @@ def main(argv: list[str] | None = None) -> dict:
     # Env only: the same number of steps as a stage, random actions, pool resets.
     penv = PoolReset(env)
     pool = jax.jit(lambda k: make_pool(env, k, cfg, a.pool_size))(jax.random.PRNGKey(0))
-    params = pool.replace(cfg=broadcast(pool.cfg, b), lo=broadcast(pool.lo, b),
-                          count=broadcast(pool.count, b))
+    params = harness.batch_pool(pool, b)
     axes = PoolParams.in_axes()
-    env_obs0, state0 = jax.jit(jax.vmap(penv.reset, (0, axes)))(
-        jax.random.split(jax.random.PRNGKey(1), b), params)
+    env_obs0, state0 = jax.jit(partial(harness.pool_reset, penv, params))(
+        jax.random.split(jax.random.PRNGKey(1), b))
 
     @jax.jit
     def env_only(state, key):
-        def step(carry, k):
-            st, _ = carry
-            ka, ks = jax.random.split(k)
-            act = jax.random.randint(ka, (b, cap.max_agents), 0, env.num_actions)
-            obs, st, r, term, trunc, _ = jax.vmap(penv.step, (0, 0, 0, axes))(
-                jax.random.split(ks, b), st, act, params)
-            return (st, jax.vmap(env.agent_obs)(obs, st)), r.sum() + term.sum()
-        inp0 = jax.vmap(env.agent_obs)(env_obs0, state)
-        return jax.lax.scan(step, (state, inp0), jax.random.split(key, n_steps // b))
+        return harness.random_rollout(
+            harness.pool_step(penv, params), env_obs0, state, key, n_steps // b,
+            actions=harness.uniform_actions(b, cap.max_agents, env.num_actions),
+            env_keys=partial(jax.random.split, num=b), read=jax.vmap(env.agent_obs))
 
     network = ActorCritic(hidden=a.hidden, critic=a.critic)
     trainer = make_train(env, network, hp)
@@ -101,23 +88,19 @@ def main(argv: list[str] | None = None) -> dict:
     gen = jax.jit(lambda k: stage_pool(env, k, jax.tree.map(lambda x: x[None], cfg), 1,
                                        a.pool_size))
 
-    t0 = time.perf_counter()
-    jax.block_until_ready(env_only(state0, jax.random.PRNGKey(3)))
-    jax.block_until_ready(trainer.train_stage(runner, cfg, jax.random.PRNGKey(4)))
-    jax.block_until_ready(gen(jax.random.PRNGKey(5)))
-    jax.block_until_ready(rollout_only(jax.random.PRNGKey(6)))
-    compile_s = time.perf_counter() - t0
-
-    env_t, train_t, gen_t, roll_t = [], [], [], []
-    for i in range(a.repeats):
-        env_t.append(timed(env_only, state0, jax.random.PRNGKey(10 + i)))
-        train_t.append(timed(trainer.train_stage, runner, cfg, jax.random.PRNGKey(20 + i)))
-        gen_t.append(timed(gen, jax.random.PRNGKey(30 + i)))
-        roll_t.append(timed(rollout_only, jax.random.PRNGKey(40 + i)))
-    best = lambda ts, j: min(t[j] for t in ts)  # noqa: E731
-    env_w, env_c = best(env_t, 0), best(env_t, 1)
-    tr_w, tr_c = best(train_t, 0), best(train_t, 1)
-    gen_w, roll_w = best(gen_t, 0), best(roll_t, 0)
+    # Round r's keys, made before any timing (round 0 is the compile-and-warm-up call).
+    keys = [[jax.random.PRNGKey(k) for k in (3, 4, 5, 6)]] + [
+        [jax.random.PRNGKey(base + i) for base in (10, 20, 30, 40)] for i in range(a.repeats)]
+    rounds = harness.time_rounds({
+        "env": lambda r: env_only(state0, keys[r][0]),
+        "train": lambda r: trainer.train_stage(runner, cfg, keys[r][1]),
+        "pool_gen": lambda r: gen(keys[r][2]),
+        "rollout": lambda r: rollout_only(keys[r][3])}, a.repeats)
+    compile_s = sum(t.first.wall_s for t in rounds.values())
+    best = lambda name, j: min(t[j] for t in rounds[name].runs)  # noqa: E731
+    env_w, env_c = best("env", 0), best("env", 1)
+    tr_w, tr_c = best("train", 0), best("train", 1)
+    gen_w, roll_w = best("pool_gen", 0), best("rollout", 0)
     out = {
         "envs": b, "case": a.case, "capacity": cap.__dict__, "hparams": hp.__dict__,
         "hidden": a.hidden,
@@ -130,8 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
         "pool_gen_s": gen_w, "stage_s": tr_w,
         "ratio_without_pool_gen": env_w / max(tr_w - gen_w, 1e-9),
         "rollout_s": roll_w, "update_s": tr_w - gen_w - roll_w,
-        "all_times_wall_cpu": {"env": env_t, "train": train_t, "pool_gen": gen_t,
-                               "rollout": roll_t},
+        "all_times_wall_cpu": {name: t.runs for name, t in rounds.items()},
     }
     print(f"B={b}, capacity {cap.max_size}x{cap.max_size}/{cap.max_agents} agents, "
           f"{n_steps:,} env steps per stage ({hp.num_updates} updates x {hp.num_steps} steps), "
@@ -143,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{out['ratio_without_pool_gen']:.3f} (wall, pool generation excluded); goal >= 0.3")
     print(f"stage    : pool generation {gen_w:.2f}s, rollout {roll_w:.2f}s, GAE and PPO epochs "
           f"{out['update_s']:.2f}s (the rest); env only {env_w:.2f}s")
-    write_json(a.json, out)
+    harness.write_json(a.json, out, command=harness.command(__file__, argv), seeds=[0, 1, 2])
     return out
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from harness import command, write_json
 
 from designer.loop import ClosedLoop
 from designer.settings import CapacitySettings, RunSettings, TaskSettings, TraineeSettings
@@ -155,16 +156,16 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     if unknown:
         raise SystemExit(f"unknown variants {unknown} (known: {', '.join(VARIANTS)})")
     rows = []
-    for seed in (int(x) for x in a.seeds.split(",")):
+    seeds = [int(x) for x in a.seeds.split(",")]
+    for seed in seeds:
         for name in names:
             for row in run_variant(name, seed, a.env_steps, a.updates, a.curve,
                                    tuple(m for m in a.modes.split(",") if m)):
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-                if a.json:  # after every row: a stopped run keeps what it finished
-                    a.json.parent.mkdir(parents=True, exist_ok=True)
-                    a.json.write_text(json.dumps({"split": "validation", "rows": rows},
-                                                 indent=2))
+                # after every row: a stopped run keeps what it finished
+                write_json(a.json, {"split": "validation", "rows": rows},
+                           command=command(__file__, argv), seeds=seeds)
     print("\n| variant | seed | mode | valid 3/4/5 % | optimal 3/4/5 % | env steps | s |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:

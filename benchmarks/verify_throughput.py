@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from bench_json import write_json
+from harness import command, time_call, time_rounds, write_json
 
 from jaxenv.mapf.benchmark.heldout import load_heldout
 from jaxenv.mapf.plans import plan_arrays, verify_batch
@@ -85,20 +84,18 @@ def main(argv: list[str] | None = None) -> int:
     lens = jnp.asarray(np.stack([p.length for p in plans]))
     oks = jnp.asarray(np.stack([p.parsed_ok for p in plans]))
 
-    t0 = time.perf_counter()
-    ref_out = [ref_check_plan(**c) for c in cases]
-    t_ref = time.perf_counter() - t0
+    ref_out, t = time_call(lambda: [ref_check_plan(**c) for c in cases])
+    t_ref = t.wall_s
 
-    per_mode = {}
-    for mode in ("map", "vmap"):  # lax.map over plans vs one vmap over the batch
-        jax.block_until_ready(verify_batch(sub, cells, lens, oks, mode=mode))  # compile + run
-        t0 = time.perf_counter()
-        out = jax.block_until_ready(verify_batch(sub, cells, lens, oks, mode=mode))
-        per_mode[mode] = time.perf_counter() - t0
+    outs = {}  # lax.map over plans vs one vmap over the batch: one timed run each
+    rounds = time_rounds({mode: (lambda r, mode=mode: verify_batch(sub, cells, lens, oks,
+                                                                  mode=mode))
+                          for mode in ("map", "vmap")}, 1, on_result=outs.__setitem__)
+    per_mode = {mode: t.wall_s[0] for mode, t in rounds.items()}
     best = min(per_mode, key=per_mode.get)
     t_jax = per_mode[best]
 
-    valid = np.asarray(out.valid)
+    valid = np.asarray(outs["vmap"].valid)
     mismatches = int(sum(bool(v) != r["valid"] for v, r in zip(valid, ref_out, strict=True)))
     res = {
         "plans": args.plans,
@@ -125,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
               "plans/s")
     print(f"  ratio (best, {best}): {res['ratio']:,.0f}x (goal >= 1,000x); "
           f"valid mismatches: {mismatches}")
-    write_json(args.json, res)
+    write_json(args.json, res, command=command(__file__, argv), seeds=[args.seed])
     return 0 if mismatches == 0 else 1
 
 
