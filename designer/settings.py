@@ -71,6 +71,14 @@ def migrate(run_json: dict[str, Any]) -> RunSettings:
     return RunSettings.model_validate(upgrade_saved(saved))
 
 
+def _exists(path: str, file: bool = False) -> bool:
+    """Whether `path` names a file (or folder) here; False for a name no file system holds."""
+    try:
+        return Path(path).is_file() if file else Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
 def _shared(target: Any, source: BaseModel, **derived: Any) -> Any:
     """`target` (a dataclass) built from the fields of `source` it shares by name, and
     `derived` (the fields a run computes)."""
@@ -367,7 +375,7 @@ class RunSettings(Strict):
             raise ValueError("--learn needs --backend transformers (tunix loads the "
                              "engineer's weights)")
         if self.trainee_kind == "llm" and self.llm.model is not None \
-                and not Path(self.llm.model).exists():
+                and not _exists(self.llm.model):
             raise ValueError(f"no such LLM trainee model: {self.llm.model}")
         return self
 
@@ -415,7 +423,7 @@ class RunSettings(Strict):
     @field_validator("guidelines")
     @classmethod
     def _guidelines_file(cls, v: str | None) -> str | None:
-        if v is not None and not Path(v).is_file():
+        if v is not None and not _exists(v, file=True):
             raise ValueError(f"no such guidelines file: {v}")
         return v
 

@@ -90,7 +90,7 @@ def _nearest_existing(path: Path, what: str) -> Path:
     try:
         while not p.exists():
             p = p.parent
-    except OSError as e:
+    except (OSError, ValueError) as e:
         raise CliError(f"{what} {_shown(path)}: {e.strerror or e}") from None
     return p
 
@@ -117,14 +117,23 @@ def writable_file(path: Path, what: str) -> Path:
     return path
 
 
-def existing_file(path: Path, what: str) -> Path:
-    if not path.is_file():
-        raise CliError(f"{what} {path}: no such file")
+def is_file(path: Path) -> bool:
+    """Whether `path` is a file; False for a name no file system holds."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        return False
+
+
+def existing_file(path: Path, what: str, kind: str = "file") -> Path:
+    """A file that exists (`kind` names it in the refusal)."""
+    if not is_file(path):
+        raise CliError(f"{what} {_shown(path)}: no such {kind}")
     return path
 
 
 def run_folder(path: Path, what: str) -> Path:
     """A folder holding a run (its run.json)."""
-    if not (path / "run.json").is_file():
+    if not is_file(path / "run.json"):
         raise CliError(f"{what} {path}: not a run folder (no run.json)")
     return path

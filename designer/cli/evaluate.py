@@ -105,7 +105,7 @@ def evaluate_run(args: argparse.Namespace, settings: Any) -> int:
 def check_llm(args: argparse.Namespace) -> Callable[[], int]:
     """`eval --llm`: an LLM writes whole plans for a split's instances; the paper's table."""
     if args.from_answers is not None:
-        existing_file(args.from_answers, "--from")
+        existing_file(args.from_answers, "--from", "answers file")
         return lambda: table(args, args.from_answers)
     if args.backend not in BACKENDS:
         raise CliError(f"unknown backend {args.backend!r} (known: {', '.join(BACKENDS)})")
@@ -114,7 +114,7 @@ def check_llm(args: argparse.Namespace) -> Callable[[], int]:
     if args.backend == "replay":
         if not args.model:
             raise CliError("--backend replay needs --model PATH (the call log to replay)")
-        existing_file(Path(args.model), "--model")
+        existing_file(Path(args.model), "--model", "call log")
     mode = "json" if args.constrained else "text"
     path = args.answers or DEFAULT_OUT / "llm-eval" / f"{args.backend}-{mode}.jsonl"
     writable_file(path, "--answers")

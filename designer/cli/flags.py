@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from designer.cli.door import CliError, on_off
+from designer.cli.door import CliError, is_file, on_off
 from designer.settings import RunSettings, migrate
 
 
@@ -77,7 +77,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
 
 
 def read_settings_file(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+    """The mapping a JSON, TOML or YAML settings file holds."""
+    if not is_file(path):
         raise CliError(f"settings file {path} not found")
     try:
         text = path.read_text()
