@@ -54,12 +54,28 @@ ADDED_SINCE: dict[tuple[str | None, str], Any] = {("capacity", "cost_to_go"): Fa
                                                   (None, "select"): "last"}
 
 
+# The blocks only some runs carry: block -> (the setting that tags it, the value it needs).
+# Elsewhere the block is None: a control run has no MAPF capacity or rules, a PPO run no LLM
+# trainee's stage.
+BLOCKS: dict[str, tuple[str, str]] = {"capacity": ("env", "mapf"), "task": ("env", "mapf"),
+                                      "llm": ("trainee_kind", "llm")}
+
+
 def upgrade_saved(settings: dict[str, Any]) -> dict[str, Any]:
-    """A saved run's settings dict with the options added since filled in as that run had
-    them (see `ADDED_SINCE`); a copy. The one migration of old run folders."""
+    """A saved run's settings dict as a run saved today would hold them: the options added
+    since filled in as that run had them (`ADDED_SINCE`), the blocks its family or trainee
+    kind does not carry (`BLOCKS`; runs saved before held them all) set to None; a copy. The
+    one migration of old run folders."""
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in settings.items()}
+    tags = {"env": out.get("env", "mapf"), "trainee_kind": out.get("trainee_kind", "ppo")}
+    for block, (tag, value) in BLOCKS.items():
+        if tags[tag] != value:
+            out[block] = None
     for (section, key), value in ADDED_SINCE.items():
-        (out if section is None else out.setdefault(section, {})).setdefault(key, value)
+        if section is None:
+            out.setdefault(key, value)
+        elif out.get(section, {}) is not None:
+            out.setdefault(section, {}).setdefault(key, value)
     return out
 
 
@@ -327,14 +343,16 @@ class RunSettings(Strict):
     seed: int = Field(0, ge=0, lt=SEED_LIMIT,
                       description="Seed of round 0's config, training and sampling.",
                       json_schema_extra=flag("seed"))
-    capacity: CapacitySettings = CapacitySettings()
+    capacity: CapacitySettings | None = Field(None, description="The MAPF environment's "
+                                              "capacity (env mapf only).")
     trainee_kind: Literal[TRAINEES] = Field("ppo", description="Who learns: ppo (the jitted "
                                             "policy) or llm (whole plans, GRPO with tunix).",
                                             json_schema_extra=flag("trainee"))
     trainee: TraineeSettings = TraineeSettings()
-    llm: LLMTraineeSettings = Field(default_factory=LLMTraineeSettings,
-                                    description="The LLM trainee's stage (trainee_kind llm).")
-    task: TaskSettings = TaskSettings()
+    llm: LLMTraineeSettings | None = Field(None, description="The LLM trainee's stage "
+                                           "(trainee_kind llm only).")
+    task: TaskSettings | None = Field(None, description="MAPF's pinned rules and rewards (env "
+                                      "mapf only).")
     verify: VerifySettings = VerifySettings()
     learn: LearnSettings = LearnSettings()
 
@@ -361,7 +379,8 @@ class RunSettings(Strict):
         t = self.trainee
         if t.num_steps % t.num_minibatches:
             raise ValueError("trainee.num_minibatches must divide trainee.num_steps")
-        if t.num_envs * t.num_steps * self.capacity.max_agents > INT32_MAX:
+        agents = self.capacity.max_agents if self.capacity is not None else 1
+        if t.num_envs * t.num_steps * agents > INT32_MAX:
             raise ValueError("envs x rollout steps x agents exceeds 2^31 - 1 (a jitted int32)")
         if self.num_updates * self.stages > INT32_MAX:
             raise ValueError("stages x PPO updates per stage exceeds 2^31 - 1: fewer "
@@ -374,8 +393,9 @@ class RunSettings(Strict):
         if self.learn.enabled and self.backend != "transformers":
             raise ValueError("--learn needs --backend transformers (tunix loads the "
                              "engineer's weights)")
-        if self.trainee_kind == "llm" and self.llm.model is not None \
-                and not _exists(self.llm.model):
+        if self.trainee_kind == "llm" and self.env != "mapf":
+            raise ValueError(f"the llm trainee writes MAPF plans; env {self.env!r} has none")
+        if self.llm is not None and self.llm.model is not None and not _exists(self.llm.model):
             raise ValueError(f"no such LLM trainee model: {self.llm.model}")
         return self
 
@@ -390,35 +410,36 @@ class RunSettings(Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _family_defaults(cls, data: Any) -> Any:
-        """A family's trainee and verification defaults (``designer.tasks.TRAINEE_DEFAULTS``,
-        ``VERIFY_DEFAULTS``: e.g. the graded signal) fill the fields the run does not set."""
+    def _blocks(cls, data: Any) -> Any:
+        """The blocks the run's family and trainee kind carry (`BLOCKS`; a block given where it
+        does not apply is refused), with the family's trainee and verification defaults
+        (``designer.tasks.TRAINEE_DEFAULTS``, ``VERIFY_DEFAULTS``: e.g. the graded signal) and
+        the LLM trainee's CPU capacity preset filling the fields the run does not set."""
         if not isinstance(data, dict):
             return data
         from designer import tasks
 
-        env = data.get("env", "mapf")
-        for block, table, model in (("trainee", tasks.TRAINEE_DEFAULTS, TraineeSettings),
-                                    ("verify", tasks.VERIFY_DEFAULTS, VerifySettings)):
-            defaults = table.get(env, {})
+        env, kind = data.get("env", "mapf"), data.get("trainee_kind", "ppo")
+        data = dict(data)
+        for block, (tag, value) in BLOCKS.items():
+            given = data.get(block)
+            if (env if tag == "env" else kind) == value:
+                data[block] = {} if given is None else given
+            elif given is not None:
+                raise ValueError(f"{block} settings apply to {tag} {value} only (this run: "
+                                 f"{tag} {env if tag == 'env' else kind})")
+        presets = [("trainee", tasks.TRAINEE_DEFAULTS.get(env, {})),
+                   ("verify", tasks.VERIFY_DEFAULTS.get(env, {}))]
+        if kind == "llm" and data.get("capacity") is not None:
+            presets.append(("capacity", LLM_CAPACITY))
+        for block, defaults in presets:
             if not defaults:
                 continue
             given = data.get(block, {})
-            if isinstance(given, model):
+            if isinstance(given, BaseModel):
                 given = {k: getattr(given, k) for k in given.model_fields_set}
-            data = {**data, block: {**defaults, **dict(given)}}
+            data[block] = {**defaults, **dict(given)}
         return data
-
-    @model_validator(mode="before")
-    @classmethod
-    def _llm_capacity(cls, data: Any) -> Any:
-        """The LLM trainee's CPU preset fills the capacity fields the run does not set."""
-        if not isinstance(data, dict) or data.get("trainee_kind") != "llm":
-            return data
-        c = data.get("capacity", {})
-        if isinstance(c, CapacitySettings):
-            c = {k: getattr(c, k) for k in c.model_fields_set}
-        return {**data, "capacity": {**LLM_CAPACITY, **dict(c)}}
 
     @field_validator("guidelines")
     @classmethod
