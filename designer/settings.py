@@ -51,6 +51,7 @@ ADDED_SINCE: dict[tuple[str | None, str], Any] = {("capacity", "cost_to_go"): Fa
                                                   ("capacity", "intent"): False,
                                                   ("trainee", "lr_schedule"): "constant",
                                                   ("trainee", "gae_lambda"): 0.95,
+                                                  ("trainee", "clip_eps"): 0.2,
                                                   (None, "select"): "last"}
 
 
@@ -216,6 +217,9 @@ class TraineeSettings(Strict):
     state_std: bool = Field(False, description="Continuous actions: the torso computes the "
                             "Gaussian's log standard deviation per state (brax's choice) "
                             "instead of one learnt parameter, which Adam narrows slowly.")
+    clip_eps: float = Field(0.2, gt=0, le=10, description="PPO's clip of the probability "
+                            "ratio (and of the value update, with clip_value).",
+                            json_schema_extra=flag("clip-eps"))
     clip_value: bool = Field(True, description="Clip the value update to clip_eps around the "
                              "rollout's value (off for returns far larger than 1).")
 

@@ -207,3 +207,35 @@ def test_every_flag_is_generated_from_a_described_setting():
     assert len(names) == len(set(names))
     assert all(info.description for _, info in FLAGS)
     assert all(c in string.ascii_lowercase + "-" for n in names for c in n)
+
+
+def test_a_control_run_carries_no_mapf_blocks_and_a_ppo_run_no_llm_stage():
+    from designer.settings import upgrade_saved
+
+    control = RunSettings(env="cartpole", engineer="rules")
+    assert control.capacity is None and control.task is None and control.llm is None
+    assert RunSettings().capacity is not None and RunSettings(trainee_kind="llm").llm is not None
+    assert "capacity settings apply to env mapf only" in refused_in_one_line(
+        ["run", "--env", "cartpole", "--max-agents", "3"])
+    assert "llm settings apply to trainee_kind llm only" in refused_in_one_line(
+        ["run", "--llm-steps", "5"])
+    assert "writes MAPF plans" in refused_in_one_line(["run", "--env", "cartpole",
+                                                       "--trainee", "llm"])
+    # a control run saved with every block reads as one saved today
+    old = {**control.model_dump(), "capacity": RunSettings().capacity.model_dump(),
+           "task": RunSettings().task.model_dump(), "llm": RunSettings(
+               trainee_kind="llm").llm.model_dump()}
+    assert RunSettings.model_validate(upgrade_saved(old)) == control
+
+
+def test_a_new_setting_reaches_the_flag_and_the_trainer_from_its_field():
+    from designer.trainees import build_trainee
+    from jaxenv.mapf import Capacity, MAPFFrozenLake
+
+    env = MAPFFrozenLake(Capacity(max_size=4, max_agents=2))
+    with empty_cwd():
+        s = RunSettings.model_validate({"trainee": {"clip_eps": 0.1}})
+    hp, _ = build_trainee(s, env)
+    assert hp.clip_eps == 0.1
+    assert build_trainee(RunSettings(), env)[0].clip_eps == 0.2
+    assert "bad value for trainee.clip_eps" in refused_in_one_line(["run", "--clip-eps", "0"])
