@@ -57,7 +57,10 @@ def check(args: argparse.Namespace) -> Callable[[], int]:
     runs: list[tuple[RunSettings, Path]] = []
     for eng in engineers:
         for seed in seeds:
-            s = settings_from({**base, "engineer": eng, "seed": seed})
+            one = {**base, "engineer": eng, "seed": seed}
+            if eng != "llm":  # --learn trains the llm engineer's model; the others have none
+                one["learn"] = {**base["learn"], "enabled": False}
+            s = settings_from(one)
             d = out / eng / f"seed{seed}"
             if (d / "run.json").exists() and saved_settings(d / "run.json") != s:
                 raise CliError(f"{d} holds a run with other settings; use another --out")

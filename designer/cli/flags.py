@@ -52,6 +52,11 @@ def _help(info: Any) -> str:
         text += f" (one of {choices})"
     elif kind is bool:
         text = "on/off: " + text
+    bounds = [f"{word} {getattr(m, attr):g}" for m in info.metadata
+              for attr, word in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+              if hasattr(m, attr)]
+    if bounds:
+        text += f" ({', '.join(bounds)})"
     return text.replace("%", "%%")
 
 

@@ -46,8 +46,8 @@ def mapf_task(settings: Any) -> Task:
     env = MAPFFrozenLake(cap.build())
     space = preset_space(env.config_space, settings.preset)
     space = space.with_editable(space.editable_names(), pin=settings.task.pins())
-    seen = {"view_radius": cap.view_radius, "max_steps": cap.max_steps,
-            "cost_to_go": cap.cost_to_go, "priority": cap.priority, "intent": cap.intent}
+    # the frozen splits are seen as the trainee sees them (all but the training-only shapes)
+    seen = cap.model_dump(exclude={"max_size", "max_agents"})
     validator = load_validator("validation", **seen)
     heldout = load_validator("heldout", **seen)
     # Validation and held-out levels are played under the run's own rules and rewards.
