@@ -12,6 +12,7 @@ candidates judged by the loop's verification and choice rule (`designer.verify`)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -294,28 +295,11 @@ class SelfEngineer(LLMEngineer):
         return super().propose(context)
 
 
-def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
-                  task: Any = None, trainee: Any = None) -> Any:
-    """The engineer a `RunSettings` names (for `llm`: its backend, logged into the run folder).
-
-    `task` (a `designer.tasks.Task`) gives the family's curriculum and guidelines; without it,
-    MAPF's. `trainee`: the LLM trainee, the `self` engineer's model (its `export_hf`).
-    """
-    s = settings
+def _model_engineer(s: Any, *, folder: Any, backend: Any, task: Any, trainee: Any) -> Any:
+    """The `llm` engineer (its backend logged into the run folder) or the `self` engineer."""
     if s.engineer == "self" and (trainee is None
                                  or not callable(getattr(trainee, "export_hf", None))):
         raise ValueError(SELF_NEEDS)
-    curriculum = None if task is None else task.curriculum
-    if s.engineer == "fixed":
-        return FixedEngineer()
-    if s.engineer == "dr":
-        return RandomEngineer(s.seed)
-    if s.engineer == "learnability":
-        return LearnabilityEngineer(s.seed, samples=8 * s.candidates, n=s.candidates)
-    if s.engineer == "mutate":
-        return MutateEngineer(s.seed, n=s.candidates)
-    if s.engineer == "rules":
-        return RulesEngineer(curriculum)
     from designer.context import ContextBuilder
 
     learn = getattr(s, "learn", None)
@@ -337,10 +321,38 @@ def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
                              history_round0=s.history_round0, token_budget=s.token_budget,
                              count_tokens=getattr(backend, "count_tokens", None))
     eng = LLMEngineer(backend, builder, roles=s.roles, n=s.candidates,
-                      max_tokens=s.max_tokens, seed=s.seed, curriculum=curriculum)
+                      max_tokens=s.max_tokens, seed=s.seed,
+                      curriculum=None if task is None else task.curriculum)
     if learn is None or not learn.enabled:
         return eng
     return _learning(eng, s, folder)
+
+
+# Every engineer by name: a builder (settings, *, folder, backend, task, trainee) -> engineer.
+BUILDERS: dict[str, Callable[..., Any]] = {
+    "fixed": lambda s, **_: FixedEngineer(),
+    "dr": lambda s, **_: RandomEngineer(s.seed),
+    "learnability": lambda s, **_: LearnabilityEngineer(s.seed, samples=8 * s.candidates,
+                                                        n=s.candidates),
+    "mutate": lambda s, **_: MutateEngineer(s.seed, n=s.candidates),
+    "rules": lambda s, *, task, **_: RulesEngineer(None if task is None else task.curriculum),
+    "llm": _model_engineer,
+    "self": _model_engineer,
+}
+NAMES = tuple(BUILDERS)
+
+
+def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
+                  task: Any = None, trainee: Any = None) -> Any:
+    """The engineer a `RunSettings` names (for `llm`: its backend, logged into the run folder).
+
+    `task` (a `designer.tasks.Task`) gives the family's curriculum and guidelines; without it,
+    MAPF's. `trainee`: the LLM trainee, the `self` engineer's model (its `export_hf`).
+    """
+    if settings.engineer not in BUILDERS:
+        raise ValueError(f"unknown engineer {settings.engineer!r} (known: {', '.join(NAMES)})")
+    return BUILDERS[settings.engineer](settings, folder=folder, backend=backend, task=task,
+                                       trainee=trainee)
 
 
 def _learning(eng: LLMEngineer, s: Any, folder: Any) -> Any:

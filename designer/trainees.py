@@ -3,31 +3,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from policy.trainee import PPOTrainee, Trainee
-
-TRAINEE_KINDS = ("ppo", "llm")
 
 
 def build_trainee(settings: Any, env: Any) -> tuple[Any, Any]:
     """The PPO hyperparameters and network a run's trainee settings describe (also used by
     `benchmarks/brax_ppo_compare.py`, so the benchmark measures the loop's trainee)."""
-    from policy.network import ActorCritic
-    from policy.ppo import Hparams
-
     t = settings.trainee
-    hp = Hparams(num_envs=t.num_envs, num_steps=t.num_steps, num_updates=settings.num_updates,
-                 update_epochs=t.update_epochs, num_minibatches=t.num_minibatches,
-                 pool_size=t.pool_size, pool_every=t.pool_every, lr=t.lr, ent_coef=t.ent_coef,
-                 gamma=t.gamma, gae_lambda=t.gae_lambda, reward_scale=t.reward_scale,
-                 clip_value=t.clip_value,
-                 anneal_updates=settings.stages * settings.num_updates
-                 if t.lr_schedule == "linear" else 0)
-    network = ActorCritic(num_actions=env.num_actions, action_dim=getattr(env, "action_dim", 0),
-                          hidden=t.hidden, critic=t.critic, mask_actions=t.mask_actions,
-                          mixer=t.mixer, mixer_radius=t.mixer_radius, obs_norm=t.obs_norm,
-                          separate_critic=t.separate_critic, state_std=t.state_std)
+    hp = t.hparams(settings.num_updates, settings.stages)
+    network = t.network(env.num_actions, getattr(env, "action_dim", 0))
     return hp, network
 
 
@@ -49,12 +36,13 @@ def _llm(settings: Any, task: Any, processes: Any) -> Trainee:
     return LLMTrainee(settings.llm, task.env.cap, seed=settings.seed, select=select)
 
 
-BUILDERS = {"ppo": _ppo, "llm": _llm}
+BUILDERS: dict[str, Callable[[Any, Any, Any], Trainee]] = {"ppo": _ppo, "llm": _llm}
+NAMES = tuple(BUILDERS)
 
 
 def make_trainee(settings: Any, task: Any, processes: Any = None) -> Trainee:
     """The trainee of `settings.trainee_kind` for `task` (a `designer.tasks.Task`)."""
     kind = getattr(settings, "trainee_kind", "ppo")
     if kind not in BUILDERS:
-        raise ValueError(f"unknown trainee {kind!r} (known: {', '.join(BUILDERS)})")
+        raise ValueError(f"unknown trainee {kind!r} (known: {', '.join(NAMES)})")
     return BUILDERS[kind](settings, task, processes)

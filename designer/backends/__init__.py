@@ -15,12 +15,21 @@ examples: `docs/backends.md`.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from designer.backends.base import Backend, BackendError, Reply, parse_reply, request_key
 from designer.backends.logged import LoggedBackend
 
-NAMES = ("transformers", "llamacpp", "vllm", "openai", "replay")
+# Every backend by name: its module and class, imported when the backend is made.
+BUILDERS: dict[str, tuple[str, str]] = {
+    "transformers": ("designer.backends.hf", "TransformersBackend"),
+    "llamacpp": ("designer.backends.llamacpp", "LlamaCppBackend"),
+    "vllm": ("designer.backends.vllm", "VLLMBackend"),
+    "openai": ("designer.backends.openai", "OpenAIBackend"),
+    "replay": ("designer.backends.replay", "ReplayBackend"),
+}
+NAMES = tuple(BUILDERS)
 
 
 def make_backend(name: str, **options: Any) -> Backend:
@@ -28,27 +37,10 @@ def make_backend(name: str, **options: Any) -> Backend:
 
     Raises `BackendError` when the backend cannot be made here (library or model missing,
     no server URL), `ValueError` for an unknown name or option value."""
-    if name == "transformers":
-        from designer.backends.hf import TransformersBackend
-
-        return TransformersBackend(**options)
-    if name == "llamacpp":
-        from designer.backends.llamacpp import LlamaCppBackend
-
-        return LlamaCppBackend(**options)
-    if name == "vllm":
-        from designer.backends.vllm import VLLMBackend
-
-        return VLLMBackend(**options)
-    if name == "openai":
-        from designer.backends.openai import OpenAIBackend
-
-        return OpenAIBackend(**options)
-    if name == "replay":
-        from designer.backends.replay import ReplayBackend
-
-        return ReplayBackend(**options)
-    raise ValueError(f"unknown backend {name!r} (known: {', '.join(NAMES)})")
+    if name not in BUILDERS:
+        raise ValueError(f"unknown backend {name!r} (known: {', '.join(NAMES)})")
+    module, cls = BUILDERS[name]
+    return getattr(importlib.import_module(module), cls)(**options)
 
 
 __all__ = ["NAMES", "Backend", "BackendError", "LoggedBackend", "Reply", "make_backend",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,8 +60,9 @@ def _check_key(where: str, path: str) -> None:
             known = ", ".join(model.model_fields) + (", ablation" if model is RunSettings
                                                      and not where.startswith("base") else "")
             raise SweepError(f"unknown run setting {where} (known here: {known})")
-        sub = field.annotation
-        nested = isinstance(sub, type) and issubclass(sub, BaseModel)
+        sub = next((a for a in (field.annotation, *typing.get_args(field.annotation))
+                    if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        nested = sub is not None
         if i < len(parts) - 1 and not nested:
             raise SweepError(f"unknown run setting {where}: {'.'.join(parts[:i + 1])} has no "
                              "sub-settings")

@@ -6,7 +6,7 @@ from typing import Any
 
 from designer.context import PROMPTS, mapf_failures
 from designer.tasks.base import CauseRule, Curriculum, Task
-from jaxenv.mapf import Capacity, MAPFFrozenLake
+from jaxenv.mapf import MAPFFrozenLake
 from jaxenv.mapf.benchmark import format_markdown
 from jaxenv.mapf.benchmark.heldout import AGENT_SIZES
 from jaxenv.mapf.benchmark.validator import load_validator
@@ -43,14 +43,11 @@ def mapf_task(settings: Any) -> Task:
     from designer.edits import preset_space
 
     cap = settings.capacity
-    env = MAPFFrozenLake(Capacity(max_size=cap.max_size, max_agents=cap.max_agents,
-                                  view_radius=cap.view_radius, max_steps=cap.max_steps,
-                                  cost_to_go=cap.cost_to_go, priority=cap.priority,
-                                  intent=cap.intent))
+    env = MAPFFrozenLake(cap.build())
     space = preset_space(env.config_space, settings.preset)
     space = space.with_editable(space.editable_names(), pin=settings.task.pins())
-    seen = {"view_radius": cap.view_radius, "max_steps": cap.max_steps,
-            "cost_to_go": cap.cost_to_go, "priority": cap.priority, "intent": cap.intent}
+    # the frozen splits are seen as the trainee sees them (all but the training-only shapes)
+    seen = cap.model_dump(exclude={"max_size", "max_agents"})
     validator = load_validator("validation", **seen)
     heldout = load_validator("heldout", **seen)
     # Validation and held-out levels are played under the run's own rules and rewards.
