@@ -162,8 +162,8 @@ def test_every_integer_setting_is_bounded_at_the_door(flag, value):
     (["eval", "--llm", "--from", "/nonexistent.jsonl", "--table", "/sys/t.md"],
      "cannot write in /sys"),
     (["demo", "--envs", str(10**9)], "expected 1 to"),
-    (["sweep", "spec.yaml", "--cpus-per-trial", "nan"], "--cpus-per-trial must be at least"),
-    (["sweep", "spec.yaml", "--gpus-per-trial", "inf"], "--gpus-per-trial must be at least"),
+    (["sweep", "spec.yaml", "--cpus-per-trial", "nan"], "--cpus-per-trial must be a finite number"),
+    (["sweep", "spec.yaml", "--gpus-per-trial", "inf"], "--gpus-per-trial must be a finite number"),
 ])
 def test_each_refusal_is_one_line_exit_2_and_creates_nothing(argv, message, capsys):
     with empty_cwd() as root:

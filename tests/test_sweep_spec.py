@@ -132,8 +132,11 @@ def test_sweep_options_out_of_bounds(flag, value, message, tmp_path, capsys):
 def test_a_huge_seed_in_a_spec_is_refused_where_a_run_refuses_it(tmp_path, capsys):
     """The spec's values pass `RunSettings`' own validation: its bound on the seed, not one
     restated here."""
-    [high] = [m.le for m in RunSettings.model_fields["seed"].metadata
-              if getattr(m, "le", None) is not None] or [None]
+    highs = [m.le for m in RunSettings.model_fields["seed"].metadata
+             if getattr(m, "le", None) is not None]
+    highs += [m.lt - 1 for m in RunSettings.model_fields["seed"].metadata
+              if getattr(m, "lt", None) is not None]
+    high = min(highs) if highs else None
     if high is None:
         pytest.skip("RunSettings sets no upper bound on the seed")
     text = yaml.safe_dump({"base": TINY, "grid": {"seed": [0, high + 1]}})

@@ -41,6 +41,9 @@ def check(args: argparse.Namespace) -> Callable[[], int]:
     flags = {k: v for k in ("backend", "base_url", "model")
              if (v := getattr(args, k)) is not None}
     try:
+        sweep.check_resources(cpus_per_trial=args.cpus_per_trial,
+                              gpus_per_trial=args.gpus_per_trial, retries=args.retries,
+                              llm_concurrency=args.llm_concurrency)
         spec = sweep.load_spec(args.spec)
         name = sweep.sweep_name(spec, args.spec)
         out = writable_folder(args.out or DEFAULT_OUT / "sweeps" / name, "--out")

@@ -78,14 +78,21 @@ class Options:
     command: str | None = None
 
     def __post_init__(self) -> None:
-        for name, low, high in (("cpus_per_trial", 1e-3, 1e6), ("gpus_per_trial", 0, 1e6),
-                                ("retries", 0, 1000), ("llm_concurrency", 1, 10_000)):
-            v, flag = getattr(self, name), "--" + name.replace("_", "-")
-            if isinstance(v, float) and not math.isfinite(v):
-                raise SweepError(f"{flag} must be a finite number, got {v}")
-            if not low <= v <= high:
-                raise SweepError(f"{flag} must be at least {low:g} and at most {high:g}, "
-                                 f"got {v if isinstance(v, int) else f'{v:g}'}")
+        check_resources(cpus_per_trial=self.cpus_per_trial, gpus_per_trial=self.gpus_per_trial,
+                        retries=self.retries, llm_concurrency=self.llm_concurrency)
+
+
+def check_resources(**values: float) -> None:
+    """Refuses a per-trial resource or limit that is not finite or out of its bounds."""
+    bounds = {"cpus_per_trial": (1e-3, 1e6), "gpus_per_trial": (0, 1e6), "retries": (0, 1000),
+              "llm_concurrency": (1, 10_000)}
+    for name, v in values.items():
+        (low, high), flag = bounds[name], "--" + name.replace("_", "-")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise SweepError(f"{flag} must be a finite number, got {v}")
+        if not low <= v <= high:
+            raise SweepError(f"{flag} must be at least {low:g} and at most {high:g}, "
+                             f"got {v if isinstance(v, int) else f'{v:g}'}")
 
 
 # ------------------------------------------------------------------------------ attempts
