@@ -292,7 +292,9 @@ def saved_settings(run_json: Path) -> RunSettings:
     """The settings a run folder was started with. Runs saved before an option existed ran
     without it (`designer.settings.upgrade_saved`: `capacity.cost_to_go`, default on since, is
     off where run.json lacks it), so a resumed run rebuilds the network it trained."""
-    return settings_from(upgrade_saved(json.loads(run_json.read_text())["settings"]))
+    from designer.runfolder import RunFolder
+
+    return settings_from(upgrade_saved(RunFolder(run_json.parent).run_json()["settings"]))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -305,6 +307,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise CliError(f"--resume {args.resume}: not a run folder (no run.json)")
         settings = saved_settings(run_json)
         out = args.resume
+        RunFolder(out).verify(selection=False)  # a damaged selected.json is recomputed
     else:
         settings = build_settings(args)
         out = args.out or DEFAULT_OUT / time.strftime(f"%Y%m%d-%H%M%S-{settings.engineer}")
@@ -369,11 +372,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import jax
 
     from designer.loop import ClosedLoop
+    from designer.runfolder import RunFolder
 
     run_json = args.run / "run.json"
     if not run_json.is_file():
         raise CliError(f"{args.run} is not a run folder (no run.json)")
     settings = saved_settings(run_json)
+    RunFolder(args.run).verify()
     loop = ClosedLoop(settings.model_copy(update={"engineer": "fixed"}), args.run)
     done = loop.folder.finished_stages()
     if not done:
@@ -383,8 +388,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     stage = chosen if args.stage is None else args.stage
     if stage not in done:
         raise CliError(f"stage {stage} is not finished in {args.run} (finished: {done})")
-    state = loop.trainee.restore(loop.folder.stage_dir(stage) / "ckpt",
-                                 loop.trainee.init(jax.random.PRNGKey(0)))
+    state = loop.restore(stage, loop.trainee.init(jax.random.PRNGKey(0)))
     v = loop.trainee.validate(state, loop.heldout, jax.random.PRNGKey(3))
     print(loop.task.markdown(v.table, f"{args.run}, stage {stage}: held-out split"))
     return 0
