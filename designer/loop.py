@@ -27,6 +27,7 @@ uninterrupted one would (LLM calls are replayed from the call log).
 from __future__ import annotations
 
 import json
+import logging
 import platform
 import subprocess
 import sys
@@ -223,6 +224,9 @@ class ClosedLoop:
         runner = self.trainee.init(jax.random.PRNGKey(s.seed))
         history: list[HistoryEntry] = []
         results = [self._load_stage(k) for k in done]
+        if results and self.main and f.write_metrics():
+            self.on_note(f"{f.name('metrics.jsonl')} did not match the finished stages: "
+                         "rewritten from them")
         if results and results[-1].last:
             return self._finish(results, runner)
         if self.main and (f.path / SELECTED).exists():  # a stage was removed since: stale
@@ -261,12 +265,17 @@ class ClosedLoop:
         be read."""
         self.folder.verify_stage(stage)
         ckpt = self.folder.stage_dir(stage) / "ckpt"
+        absl = logging.getLogger("absl")  # orbax logs each unreadable file before it raises
+        level = absl.level
+        absl.setLevel(logging.CRITICAL)
         try:
             return self.trainee.restore(ckpt, runner)
         except Exception as e:  # noqa: BLE001 -- whatever orbax raises: a damaged checkpoint
             said = " ".join(str(e).split())[:200]
             raise RunCorrupt(f"{ckpt}: the checkpoint cannot be read ({type(e).__name__}: "
                              f"{said})") from None
+        finally:
+            absl.setLevel(level)
 
     # --------------------------------------------------------------- selection
     def _finish(self, results: list[StageResult], runner: Any) -> list[StageResult]:

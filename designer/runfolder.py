@@ -300,24 +300,36 @@ class RunFolder:
                           {**summary, "digests": self.stage_digests(stage)})
         self.write_metrics()
 
-    def write_metrics(self) -> None:
+    def write_metrics(self) -> bool:
         """`metrics.jsonl`: each finished stage's summary, one line each (derived from the
-        stages' `done.json`, so it is rewritten, never repaired)."""
+        stages' `done.json`, so it is rewritten, never read back); whether it changed."""
         lines = []
         for k in self.finished_stages():
             done = self.read_json(self.stage_rel(k) / DONE)
             lines.append(json.dumps({k: v for k, v in done.items()
                                      if k not in ("digests", SEAL)}, default=_plain))
-        self.write_text("metrics.jsonl", "\n".join(lines) + "\n")
+        text = "\n".join(lines) + "\n"
+        path = self.path / "metrics.jsonl"
+        try:
+            if path.is_file() and path.read_bytes() == text.encode():
+                return False
+        except OSError:
+            pass
+        if path.is_dir():
+            raise RunCorrupt(f"{path} is a folder; remove it (it is rewritten from the stages)")
+        self.write_text("metrics.jsonl", text)
+        return True
 
     def verify_stage(self, stage: int) -> dict[str, Any]:
         """Stage `stage`'s `done.json` once its seal and every digest it lists match the
         files; RunCorrupt naming the first file that differs, is missing or was added
-        (unsealed stages of older runs: their `done.json`, checked on its schema)."""
+        (unsealed stages of older runs: every file checked on its schema only)."""
         rel = self.stage_rel(stage)
         done = self.read(rel / DONE)
         digests = done.get("digests")
         if digests is None:
+            for name in STAGE_FILES:
+                self.read(rel / name)
             return done
         d = self.stage_dir(stage)
         hint = (f"restore it, or remove {d} and the later stages to train them again "
