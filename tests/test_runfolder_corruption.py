@@ -104,10 +104,10 @@ def test_every_damaged_file_is_refused_by_name_or_ignored(run, tmp_path, how):
     root, _ = run
     want = _snapshot(root)
     silent, wrong = [], []
+    d = tmp_path / "copy"
     for rel in _files(root):
         if rel.endswith(".png") or rel.startswith("tb/") or (root / rel).stat().st_size == 0:
             continue  # plots and events are outputs; an empty file has nothing to damage
-        d = tmp_path / "copy"
         shutil.rmtree(d, ignore_errors=True)
         shutil.copytree(root, d)
         _damage(d / rel, how)
