@@ -166,6 +166,7 @@ def test_garbage_answers_are_backend_errors(payload, cause) -> None:
     ('{"slip_prob": 123456789012345678901234}', "integer out of range"),
     ("[" * 100 + "]" * 100, "nested deeper"),
     ('"just a string"', "expected a JSON object"),
+    ('{"slip_prob": 99, "slip_prob": 0.1, "rationale": "x"}', "duplicate key 'slip_prob'"),
 ])
 def test_garbage_content_is_a_reply_error(content, cause) -> None:
     with StubServer(lambda body, h: (200, completion([content], finish="stop"))) as srv:
