@@ -89,13 +89,18 @@ def budget(settings: RunSettings, trainee: Any) -> dict[str, Any]:
     """The training budget per stage: the env steps asked for (`stage_steps`), those a stage
     trains (`trainee.steps_per_stage`) and, where they differ, why."""
     ran, asked = int(trainee.steps_per_stage), int(settings.stage_steps)
-    why = None
+    why, kind = None, getattr(trainee, "kind", None)
     if ran != asked:
         why = "the trainee's own budget per stage"
-        if getattr(trainee, "kind", None) == "ppo":
+        if kind == "ppo":
             t = settings.trainee
             why = (f"rounded to whole PPO updates: {settings.num_updates} x ({t.num_envs} envs "
                    f"x {t.num_steps} steps)")
+        elif kind == "llm":
+            m = settings.llm
+            why = (f"the LLM trainee samples {m.steps} GRPO updates x {m.prompts_per_step} "
+                   f"prompts x {m.group} replies a stage (its `llm` settings; --stage-steps "
+                   "is the PPO trainee's)")
     return {"stage_steps_asked": asked, "stage_steps": ran, "why": why}
 
 
