@@ -12,8 +12,9 @@ Record kinds (field `kind`):
 
 Each record is written, flushed and fsync'd on its own line. A crash can leave a torn last
 line: reading skips any line that is not a JSON object, and the next append starts a fresh
-line first. Secrets never reach the file: every registered secret is replaced by `***` in the
-line before it is written. One process writes a log at a time.
+line first. Secrets never reach the file: every registered secret, and any fragment of it of 8
+or more characters, is replaced by `***` in the line before it is written. One process writes
+a log at a time.
 """
 
 from __future__ import annotations
@@ -28,13 +29,34 @@ from typing import Any
 VERSION = 1
 
 
+FRAGMENT = 8  # characters of a secret that already count as the secret
+
+
 def redact(text: str, secrets: tuple[str, ...] | list[str]) -> str:
-    """`text` with every secret replaced by `***` (secrets shorter than 4 characters are not
-    secrets worth the name and would shred the text)."""
+    """`text` with every secret, and every fragment of `FRAGMENT` or more of its characters
+    (a key cut at the end of an error message, say), replaced by `***`. Secrets shorter than
+    4 characters are not secrets worth the name and would shred the text; those shorter than
+    `FRAGMENT` are replaced whole only."""
+    hits: list[tuple[int, int]] = []
     for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, "***")
-    return text
+        if not s or len(s) < 4:
+            continue
+        width = min(len(s), FRAGMENT)
+        for part in {s[i:i + width] for i in range(len(s) - width + 1)}:
+            start = text.find(part)
+            while start >= 0:
+                hits.append((start, start + width))
+                start = text.find(part, start + 1)
+    if not hits:
+        return text
+    out, end = [], 0
+    for a, b in sorted(hits):
+        if a > end:
+            out += [text[end:a], "***"]
+        elif not out:
+            out.append("***")
+        end = max(end, b)
+    return "".join(out) + text[end:]
 
 
 class CallLog:

@@ -115,7 +115,8 @@ def apply_edit(space: ConfigSpace, reply: str | Mapping[str, Any],
     `constrained`: the reply came through the grammar of `edit_schema`, so it is parsed
     strictly and anything the grammar cannot write (a fixed knob, an out-of-grid number, an
     unknown field) rejects it. Otherwise it is projected: repaired and every repair listed.
-    Text that is not a bounded JSON object is rejected in both modes. `base` is the
+    Text that is not a bounded JSON object (an object naming a key twice included) is
+    rejected in both modes. `base` is the
     caller's current config, not content: an invalid one raises `ConfigError`.
     """
     full_base = space.validate(space.default() if base is None else base)
@@ -128,7 +129,7 @@ def apply_edit(space: ConfigSpace, reply: str | Mapping[str, Any],
     rationale = _rationale(obj.pop(RATIONALE, ""), adjustments)
     try:
         if constrained:
-            values = space.parse(obj, full_base, adjustments=adjustments)
+            values = space.parse(obj, full_base, adjustments=adjustments, on_grid=True)
         else:
             values, repairs = space.project(obj, full_base)
             adjustments += repairs

@@ -195,8 +195,9 @@ class LLMEngineer:
     """An LLM (any backend) writes the edits, in `single` or `team` mode (`designer.roles`).
 
     A `BackendError` (dead server, timeout, missing model) or replies none of which apply fall
-    back to the `rules` engineer for this stage; the proposals say so in their source and
-    `last_prompt` keeps what was asked and answered.
+    back to the `rules` engineer for this stage; the proposals say so in their source,
+    `last_prompt` keeps what was asked and answered, and `last_fallback` says why (None when
+    the LLM's proposals stood), for the loop to record and show.
     """
 
     name = "llm"
@@ -210,6 +211,7 @@ class LLMEngineer:
         self.n, self.max_tokens, self.seed = n, max_tokens, seed
         self.fallback = RulesEngineer(curriculum)
         self.last_prompt: dict[str, Any] | None = None
+        self.last_fallback: str | None = None
         self.count_tokens = getattr(backend, "count_tokens", None)
 
     @property
@@ -224,6 +226,7 @@ class LLMEngineer:
         call = RoleCall(self.backend, self.builder, self.constrained, self.max_tokens,
                         seed=self.seed * 1000 + 10 * context.stage)
         diagnosis = None
+        self.last_fallback = None
         try:
             if self.roles == "single":
                 drafts = single(call, context, self.n)
@@ -249,6 +252,7 @@ class LLMEngineer:
         return props
 
     def _fallback(self, context: Any, why: str) -> list[Proposal]:
+        self.last_fallback = " ".join(why.split())[:300]
         return [Proposal(values=p.values, rationale=f"{p.rationale} [fallback: {why}]",
                          source="rules (fallback)", adjustments=p.adjustments)
                 for p in self.fallback.propose(context)]

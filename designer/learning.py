@@ -73,6 +73,11 @@ class LearningEngineer:
     def last_prompt(self, value: Any) -> None:
         self.engineer.last_prompt = value
 
+    @property
+    def last_fallback(self) -> str | None:
+        """Why the wrapped engineer fell back to `rules` at its last proposal, or None."""
+        return getattr(self.engineer, "last_fallback", None)
+
     def adapter_path(self, stage: int) -> Path:
         return self.root / f"stage-{stage:03d}.safetensors"
 

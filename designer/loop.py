@@ -27,8 +27,10 @@ uninterrupted one would (LLM calls are replayed from the call log).
 from __future__ import annotations
 
 import json
+import logging
 import platform
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -41,7 +43,7 @@ import numpy as np
 
 from designer.context import Context, ContextBuilder, HistoryEntry, editable_values
 from designer.engineers import make_engineer
-from designer.runfolder import SELECTED, RunFolder
+from designer.runfolder import SELECTED, RunCorrupt, RunFolder
 from designer.sampling import random_values
 from designer.selection import select_stage
 from designer.settings import RunSettings, upgrade_saved
@@ -83,6 +85,38 @@ def broadcast_values(values: dict[str, Any], size: int = 1 << 16) -> dict[str, A
     return json.loads(got[4:4 + n].tobytes().decode())
 
 
+def budget(settings: RunSettings, trainee: Any) -> dict[str, Any]:
+    """The training budget per stage: the env steps asked for (`stage_steps`), those a stage
+    trains (`trainee.steps_per_stage`) and, where they differ, why."""
+    ran, asked = int(trainee.steps_per_stage), int(settings.stage_steps)
+    why, kind = None, getattr(trainee, "kind", None)
+    if ran != asked:
+        why = "the trainee's own budget per stage"
+        if kind == "ppo":
+            t = settings.trainee
+            why = (f"rounded to whole PPO updates: {settings.num_updates} x ({t.num_envs} envs "
+                   f"x {t.num_steps} steps)")
+        elif kind == "llm":
+            m = settings.llm
+            why = (f"the LLM trainee samples {m.steps} GRPO updates x {m.prompts_per_step} "
+                   f"prompts x {m.group} replies a stage (its `llm` settings; --stage-steps "
+                   "is the PPO trainee's)")
+    return {"stage_steps_asked": asked, "stage_steps": ran, "why": why}
+
+
+def budget_line(b: dict[str, Any]) -> str | None:
+    """One line saying that a stage trains other than the asked steps, and why; else None."""
+    if b.get("why") is None:
+        return None
+    return (f"each stage trains {b['stage_steps']:,} env steps, not the {b['stage_steps_asked']:,} "
+            f"asked for: {b['why']}")
+
+
+def warn(message: str) -> None:
+    """The loop's default console note: one line on stderr."""
+    print(f"note: {message}", file=sys.stderr, flush=True)
+
+
 def versions() -> dict[str, str]:
     import importlib.metadata as md
 
@@ -108,6 +142,7 @@ class ClosedLoop:
     def __init__(self, settings: RunSettings, out: str | Path, *,
                  first: dict[str, Any] | None = None,
                  on_phase: Callable[[int, str, str], None] | None = None,
+                 on_note: Callable[[str], None] | None = None,
                  backend: Any = None, processes: Any = None):
         self.s = settings
         self.folder = RunFolder(out)
@@ -117,6 +152,7 @@ class ClosedLoop:
         self.processes = processes
         self.multi = processes is not None and processes.count > 1
         self.on_phase = on_phase or (lambda stage, phase, what: None)
+        self.on_note = on_note or warn  # what the user must see: fallbacks, budget, repairs
         # Everything about the environment family (MAPF, a control task, ...) is the task's.
         self.task = make_task(settings)
         self.env, self.space = self.task.env, self.task.space
@@ -141,6 +177,7 @@ class ClosedLoop:
         self.verify_episodes = 0
         self.self_summary: str | None = None  # S: the chosen proposal's own rationale
         self.selection: dict[str, Any] | None = None  # selected.json, once the run is done
+        self.budget = budget(settings, self.trainee)
 
     # ------------------------------------------------------------------ helpers
     @contextmanager
@@ -179,25 +216,35 @@ class ClosedLoop:
         if self.main:
             f.discard_partial()
         if not done and self.main:
-            f.write_json("run.json", {"settings": s.model_dump(), "versions": versions(),
-                                      "git_commit": git_commit(), "seed": s.seed,
-                                      "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-        elif done and (upgrade_saved(f.read_json("run.json")["settings"])
+            f.write_sealed("run.json", {"settings": s.model_dump(), "versions": versions(),
+                                        "git_commit": git_commit(), "seed": s.seed,
+                                        "budget": self.budget,
+                                        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        elif done and (upgrade_saved(f.run_json()["settings"])
                        != json.loads(s.model_dump_json())):
             raise ValueError(f"{f.path} holds a run with other settings; resume it with the "
                              "same flags or choose another --out")
+        if self.main and (line := budget_line(self.budget)):
+            self.on_note(line)
         runner = self.trainee.init(jax.random.PRNGKey(s.seed))
         history: list[HistoryEntry] = []
         results = [self._load_stage(k) for k in done]
+        if results and self.main and f.write_metrics():
+            self.on_note(f"{f.name('metrics.jsonl')} did not match the finished stages: "
+                         "rewritten from them")
         if results and results[-1].last:
             return self._finish(results, runner)
+        if self.main and (f.path / SELECTED).exists():  # a stage was removed since: stale
+            (f.path / SELECTED).unlink()
+            self.on_note(f"{f.name(SELECTED)} named a stage that is no longer finished: "
+                         "removed; it is written again when the last stage is done")
         for r in results:
             history.append(HistoryEntry(stage=r.stage, values=editable_values(
-                self.space, r.values), summary=f.read_json(
+                self.space, r.values), summary=f.read(
                     f.stage_rel(r.stage) / "validation.json")["summary"]))
         self.verify_episodes = sum(r.times.get("verify_episodes", 0) for r in results)
         if results:
-            runner = self.trainee.restore(f.stage_dir(done[-1]) / "ckpt", runner)
+            runner = self.restore(done[-1], runner)
             if self.multi:  # every process has read the same finished stages
                 from jax.experimental import multihost_utils
 
@@ -217,6 +264,24 @@ class ClosedLoop:
                 break
         return self._finish(results, runner)
 
+    def restore(self, stage: int, runner: Any) -> Any:
+        """The trainee state of finished stage `stage` from its checkpoint (its files checked
+        against the stage's digests first); RunCorrupt naming the checkpoint when it cannot
+        be read."""
+        self.folder.verify_stage(stage)
+        ckpt = self.folder.stage_dir(stage) / "ckpt"
+        absl = logging.getLogger("absl")  # orbax logs each unreadable file before it raises
+        level = absl.level
+        absl.setLevel(logging.CRITICAL)
+        try:
+            return self.trainee.restore(ckpt, runner)
+        except Exception as e:  # noqa: BLE001 -- whatever orbax raises: a damaged checkpoint
+            said = " ".join(str(e).split())[:200]
+            raise RunCorrupt(f"{ckpt}: the checkpoint cannot be read ({type(e).__name__}: "
+                             f"{said})") from None
+        finally:
+            absl.setLevel(level)
+
     # --------------------------------------------------------------- selection
     def _finish(self, results: list[StageResult], runner: Any) -> list[StageResult]:
         """The run's result once its last stage is done: the stage `designer.selection`
@@ -227,7 +292,12 @@ class ClosedLoop:
         if not results or not results[-1].last:
             return results
         f = self.folder
-        self.selection = f.selection()
+        try:
+            self.selection = f.selection()
+        except RunCorrupt as e:  # it is recomputed from the stages, as at the run's end
+            self.selection = None
+            if self.main:
+                self.on_note(f"{e}; recomputing it from the stages")
         if self.selection is not None:
             return results
         scores = [self.task.score(r.validation) for r in results]
@@ -241,13 +311,13 @@ class ClosedLoop:
                               "validation": self.task.headline(results[k].validation),
                               "heldout": held, "heldout_evaluated_after_run": results[k].heldout
                               is None}
-            f.write_json(SELECTED, self.selection)
+            f.write_sealed(SELECTED, self.selection)
         return results
 
     def heldout_at(self, stage: int, runner: Any) -> dict[str, Any] | None:
         """Stage `stage`'s held-out table from its checkpoint (every process restores; the
         main process evaluates, as in a stage)."""
-        runner = self.trainee.restore(self.folder.stage_dir(stage) / "ckpt", runner)
+        runner = self.restore(stage, runner)
         if not self.main:
             return None
         times: dict[str, float] = {}
@@ -288,9 +358,14 @@ class ClosedLoop:
                                              "next_values": values}
         if hasattr(self.engineer, "last_prompt"):
             self.engineer.last_prompt = None
+        fallback = None
         if not last and self.main:
             with self.phase(stage, "propose", times):
                 proposals = self.engineer.propose(ctx)
+            fallback = getattr(self.engineer, "last_fallback", None)
+            if fallback:
+                self.on_note(f"stage {stage}: the {self.engineer.name} engineer fell back to "
+                             f"the rules engineer ({fallback})")
             with self.phase(stage, "verify", times):
                 scores = ctx.verify([p.values for p in proposals])
             if getattr(self.engineer, "verified", True):
@@ -301,6 +376,8 @@ class ClosedLoop:
             choice = {"index": index, "reason": reason,
                       "next_values": values if index is None else proposals[index].values,
                       "rationale": "" if index is None else proposals[index].rationale}
+            if fallback:
+                choice["fallback"] = fallback
         if self.multi and not last:
             choice = {**choice, "next_values": broadcast_values(choice["next_values"])}
         times["verify_episodes"] = self.verify_episodes - verified_before
@@ -355,15 +432,36 @@ class ClosedLoop:
                 "validation_by_agents": r.validation.get("mean_over_sizes"),
                 "heldout_overall": held.get("overall"),
                 "heldout_by_agents": held.get("mean_over_sizes"), "values": r.values,
-                "choice": {k: v for k, v in r.choice.items() if k != "next_values"}}
+                "choice": {k: v for k, v in r.choice.items() if k != "next_values"},
+                "fallback": r.choice.get("fallback"),
+                "stage_steps": self.budget["stage_steps"]}
 
     def _load_stage(self, k: int) -> StageResult:
+        """Finished stage `k` from its files, verified (`RunFolder.verify_stage`) and checked
+        against their schemas and the config space; RunCorrupt naming the file otherwise."""
         f = self.folder
         rel = f.stage_rel(k)
-        done = f.read_json(rel / "done.json")
-        return StageResult(stage=k, values=f.read_json(rel / "config.json")["values"],
+        done = f.verify_stage(k)
+        if done["stage"] != k:
+            raise RunCorrupt(f"{f.name(rel / 'done.json')}: stage: {done['stage']}, in the "
+                             f"folder of stage {k}")
+        choice = f.read(rel / "choice.json")
+        values = self._values(f.read(rel / "config.json")["values"], rel / "config.json",
+                              "values")
+        choice["next_values"] = self._values(choice["next_values"], rel / "choice.json",
+                                             "next_values")
+        return StageResult(stage=k, values=values,
                            env_steps=done["env_steps"], times=done["times"],
-                           validation=f.read_json(rel / "validation.json")["table"],
-                           heldout=f.read_json(rel / "heldout.json")["table"],
-                           train=f.read_json(rel / "train.json"),
-                           choice=f.read_json(rel / "choice.json"), last=done["last"])
+                           validation=f.read(rel / "validation.json")["table"],
+                           heldout=f.read(rel / "heldout.json")["table"],
+                           train=f.read(rel / "train.json"),
+                           choice=choice, last=done["last"])
+
+    def _values(self, values: dict[str, Any], rel: Path, field: str) -> dict[str, Any]:
+        """A saved config checked against the config space (bounds, grid of kinds, pins)."""
+        from jaxenv.config_space import ConfigError
+
+        try:
+            return self.space.validate(values)
+        except ConfigError as e:
+            raise RunCorrupt(f"{self.folder.name(rel)}: {field}.{e}") from None

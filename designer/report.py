@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from designer.runfolder import PHASES, RunFolder
+from designer.runfolder import PHASES, RunCorrupt, RunFolder
 from jaxenv.mapf.benchmark.heldout import AGENT_SIZES
 from jaxenv.mapf.rules import CAUSES
 
@@ -55,6 +55,7 @@ class Run:
     heldout: list[dict[str, Any] | None]  # held-out table of each stage (None if skipped)
     validation: list[dict[str, Any]]
     selected: dict[str, Any] | None = None  # selected.json (a finished run's chosen stage)
+    budget: dict[str, Any] | None = None  # run.json's budget (`designer.loop.budget`)
 
     @property
     def label(self) -> str:
@@ -80,22 +81,52 @@ class Run:
 
 
 def load_run(path: str | Path) -> Run:
-    """A run folder with at least one finished stage (else ValueError naming the folder)."""
-    p = Path(path)
-    if not (p / "run.json").exists():
-        raise ValueError(f"{p} is not a run folder (no run.json)")
-    settings = json.loads((p / "run.json").read_text())["settings"]
+    """A run folder with at least one finished stage, every file verified against the
+    stage's digests and checked on its schema (`designer.runfolder`); else ValueError
+    (`RunCorrupt`) naming the folder or the file and field."""
+    f = RunFolder(path)
+    run_json = f.run_json()
+    settings = run_json["settings"]
+    for key in ("engineer", "seed", "stages", "stage_steps"):
+        if key not in settings:
+            raise RunCorrupt(f"{f.name('run.json')}: settings.{key}: Field required")
     stages, held, val = [], [], []
-    k = 0
-    while (p / "stages" / f"{k:03d}" / "done.json").exists():
-        d = p / "stages" / f"{k:03d}"
-        stages.append(json.loads((d / "done.json").read_text()))
-        held.append(json.loads((d / "heldout.json").read_text())["table"])
-        val.append(json.loads((d / "validation.json").read_text()))
-        k += 1
+    for k in f.finished_stages():
+        rel = f.stage_rel(k)
+        stages.append(f.verify_stage(k))
+        held.append(f.read(rel / "heldout.json")["table"])
+        val.append(f.read(rel / "validation.json"))
     if not stages:
-        raise ValueError(f"{p} has no finished stage yet")
-    return Run(p, settings, stages, held, val, RunFolder(p).selection())
+        raise ValueError(f"{f.path} has no finished stage yet")
+    budget = run_json.get("budget") if isinstance(run_json.get("budget"), dict) else None
+    return Run(f.path, settings, stages, held, val, f.selection(), budget)
+
+
+def distinct_runs(run_dirs: Sequence[str | Path], note: Callable[[str], None] | None = None
+                  ) -> list[Path]:
+    """`run_dirs` with each folder once (a folder given twice is one run, not two seeds;
+    `note` says which were dropped)."""
+    seen: dict[Path, Path] = {}
+    for d in run_dirs:
+        real = Path(d).resolve()
+        if real in seen:
+            if note:
+                note(f"{d} is the same run folder as {seen[real]}: counted once")
+            continue
+        seen[real] = Path(d)
+    return list(seen.values())
+
+
+def check_distinct(runs: list[Run]) -> None:
+    """ValueError where two folders hold the same engineer and seed with the same settings
+    (copies of one run): a report would count them as two seeds."""
+    seen: dict[str, Path] = {}
+    for r in runs:
+        key = json.dumps(r.settings, sort_keys=True, default=str)
+        if key in seen:
+            raise ValueError(f"{r.path} and {seen[key]} hold the same run ({r.label}, seed "
+                             f"{r.settings['seed']}, the same settings): report one of them")
+        seen[key] = r.path
 
 
 def _ms(xs: list[float]) -> str:
@@ -414,8 +445,11 @@ def stage_time_plot(groups: dict[str, list[Run]], out: Path) -> str:
 
 def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str = "EnvEngineer",
                  command: str | None = None) -> Path:
-    """`report.md` and its PNGs in `out` from the run folders (see the module docstring)."""
-    runs = [load_run(d) for d in run_dirs]
+    """`report.md` and its PNGs in `out` from the run folders (see the module docstring).
+    A folder given twice is reported once (a note on stderr says so); two copies of one run
+    are refused."""
+    runs = [load_run(d) for d in distinct_runs(run_dirs, note=_note)]
+    check_distinct(runs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if runs[0].settings.get("env", "mapf") != "mapf":  # a control family: robustness report
@@ -436,17 +470,59 @@ def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str = "E
     return write_markdown(runs, out, title=title, command=command, body=body, pngs=pngs)
 
 
+def _note(message: str) -> None:
+    import sys
+
+    print(f"note: {message}", file=sys.stderr, flush=True)
+
+
+def budget_lines(runs: list[Run]) -> list[str]:
+    """The training budget per run as it ran: stages x env steps a stage trained, and why
+    that differs from the `--stage-steps` asked for (e.g. whole PPO updates)."""
+    s0 = runs[0].settings
+    ran = {(r.budget or {}).get("stage_steps") or r.stages[-1]["env_steps"] // len(r.stages)
+           for r in runs}
+    per = ran.pop() if len(ran) == 1 else None
+    asked = s0["stage_steps"]
+    what = f"{asked:,} (asked; the runs differ)" if per is None else f"{per:,}"
+    first = (f"budget per run: {s0['stages']} stages x {what} env steps (training), the same "
+             "for every engineer. Verification rollouts are counted apart.")
+    if per is None or per == asked:
+        return [first]
+    why = next((r.budget["why"] for r in runs if r.budget and r.budget.get("why")), None)
+    t = s0.get("trainee")
+    if why is None and isinstance(t, dict) and {"num_envs", "num_steps"} <= set(t):
+        why = f"rounded to whole PPO updates of {t['num_envs']} envs x {t['num_steps']} steps"
+    return [first, "", f"Each stage trained {per:,} env steps where `--stage-steps` asked for "
+            f"{asked:,}: {why or 'the trainee budget per stage'}."]
+
+
+def fallback_lines(runs: list[Run]) -> list[str]:
+    """Which stages an LLM engineer did not design: it fell back to the `rules` engineer
+    (a dead server, a timeout, unusable replies), and why."""
+    rows = [(r, s) for r in runs for s in r.stages if s.get("fallback")]
+    llm = [r for r in runs if r.settings.get("engineer") in ("llm", "self")]
+    if not llm and not rows:
+        return []
+    if not rows:
+        return ["## Engineer fallbacks", "", "None: the LLM engineer designed every stage "
+                "it was asked to.", ""]
+    lines = ["## Engineer fallbacks", "", f"{len(rows)} stage(s) were designed by the `rules` "
+             "engineer because the LLM engineer could not answer:", ""]
+    lines += [f"- {r.label} seed {r.settings['seed']}, stage {s['stage']}: "
+              f"{' '.join(str(s['fallback']).split())[:200]}" for r, s in rows]
+    return [*lines, ""]
+
+
 def write_markdown(runs: list[Run], out: Path, *, title: str, command: str | None,
                    body: list[str], pngs: list[str], scope: str = "") -> Path:
     """`out/report.md` (any family): the title, the command, the budget (after `scope`, e.g.
     the family's name), the family's own `body` lines, the plots and the list of runs."""
-    s0 = runs[0].settings
     lines = [f"# {title}", ""]
     if command:
         lines += [f"Command: `{command}`", ""]
-    lines += [f"{scope}{len(runs)} run(s); budget per run: {s0['stages']} stages x "
-              f"{s0['stage_steps']:,} env steps (training), the same for every engineer. "
-              "Verification rollouts are counted apart.", "", *body,
+    first, *rest = budget_lines(runs)
+    lines += [f"{scope}{len(runs)} run(s); {first}", *rest, "", *fallback_lines(runs), *body,
               *[f"![{p}]({p})" for p in pngs], "",
               "## Runs", "", *[f"- `{r.path}`: {r.label}, seed {r.settings['seed']}, "
                               f"{len(r.stages)} stage(s)" for r in runs], ""]

@@ -10,8 +10,9 @@ reporting every adjustment it made.
 Replies come from language models and servers, so every entry point is bounded: JSON text is
 at most `MAX_JSON_CHARS` characters and `MAX_JSON_DEPTH` levels deep (checked before
 `json.loads`), a dict edit at most `MAX_EDIT_NODES` values, and huge or non-finite numbers
-are bad values, never an `OverflowError`. `loads_bounded` is that JSON reader; the plan
-parser (`jaxenv.mapf.plans.parse`) uses it too.
+are bad values, never an `OverflowError`. `loads_bounded` is that JSON reader (it refuses an
+object that names a key twice, which `json.loads` would silently resolve to the last value);
+the plan parser (`jaxenv.mapf.plans.parse`) uses it too.
 """
 
 from __future__ import annotations
@@ -108,6 +109,10 @@ class Knob(BaseModel):
         if out[-1] < self.high - 1e-9:
             out.append(round(self.high, 6))
         return out
+
+    def on_grid(self, x: float) -> bool:
+        """Whether number `x` is one of `grid()`'s values (what the edit grammar can write)."""
+        return any(math.isclose(x, g, rel_tol=1e-9, abs_tol=1e-6) for g in self.grid())
 
     def describe(self) -> str:
         if self.kind == "choice":
@@ -277,7 +282,8 @@ class ConfigSpace:
 
     def parse(self, edit: str | Mapping[str, Any], base: Mapping[str, Any] | None = None,
               editable_only: bool = True,
-              adjustments: list[Adjustment] | None = None) -> Values:
+              adjustments: list[Adjustment] | None = None, *,
+              on_grid: bool = False) -> Values:
         """An edit (JSON text or dict) applied to `base` (default config) -> full values.
 
         Strict: unknown fields, fixed fields (when `editable_only`), wrong types, non-finite
@@ -289,6 +295,9 @@ class ConfigSpace:
         renormalised to sum to 1; each renormalisation is appended to `adjustments` when a
         list is given. An edit that leaves every weight zero raises (the grammar cannot write
         one); a simplex given as a full list must already sum to 1.
+
+        `on_grid`: every number the edit names must also be a value of its knob's grid
+        (`Knob.grid`), as it is in whatever the edit grammar writes; another one raises.
         """
         obj = _load(edit)
         full = dict(self.default() if base is None else self.validate(base))
@@ -299,6 +308,8 @@ class ConfigSpace:
                                   f"unknown field (known: {', '.join(self.names)})")
             if editable_only and not k.editable:
                 raise ConfigError(name, "not editable by the engineer")
+            if on_grid:
+                _check_grid(k, val, name)
             full[name] = self._merge(k, full[name], val, adjustments)
         return self.validate(full)
 
@@ -537,9 +548,10 @@ def loads_bounded(text: str, *, max_chars: int = MAX_JSON_CHARS,
 
     Raises `ValueError` with a one-line reason when the text is longer than `max_chars`,
     nests deeper than `max_depth` (a linear scan before decoding, so the decoder's recursion
-    stays shallow) or is not JSON. Integer literals of more than `MAX_INT_DIGITS` digits are
-    read as +-inf: they are beyond float range, and Python's `int()` refuses them (4,300
-    digits) with a `ValueError` the caller would not expect.
+    stays shallow), is not JSON or has an object naming a key twice. Integer literals of
+    more than `MAX_INT_DIGITS` digits are read as +-inf: they are beyond float range, and
+    Python's `int()` refuses them (4,300 digits) with a `ValueError` the caller would not
+    expect.
     """
     if not isinstance(text, str):
         raise ValueError(f"expected text, got {type(text).__name__}")
@@ -559,9 +571,24 @@ def loads_bounded(text: str, *, max_chars: int = MAX_JSON_CHARS,
         else:
             depth -= 1
     try:
-        return json.loads(text, parse_int=_parse_int)
+        return json.loads(text, parse_int=_parse_int, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e})") from None
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object names the same key twice."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads`'s `object_pairs_hook` that refuses an object naming a key twice (plain
+    `json.loads` keeps the last value without a word)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(f"duplicate key {key[:40]!r} in a JSON object")
+        out[key] = value
+    return out
 
 
 def _parse_int(digits: str) -> int | float:
@@ -593,6 +620,20 @@ def load_json_object(text: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ConfigError("<edit>", f"expected a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def _check_grid(k: Knob, val: Any, field: str) -> None:
+    """ConfigError unless every number of an edit's value for `k` lies on `k`'s grid."""
+    if k.kind not in ("float", "int", "simplex"):
+        return
+    items = val.items() if isinstance(val, Mapping) else \
+        zip(k.keys or (), val) if isinstance(val, list | tuple) else [(None, val)]
+    for key, x in items:
+        where = field if key is None else f"{field}.{_key_str(key)}"
+        v = _finite(x) if _is_number(x) else None
+        if v is not None and not k.on_grid(v):
+            raise ConfigError(where, f"{_brief(x)} is not on the grid ({k.low} to {k.high} in "
+                                     f"steps of {k.step})")
 
 
 def _oversize(obj: Any) -> str | None:

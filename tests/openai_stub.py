@@ -3,7 +3,10 @@
 `StubServer(respond)` serves `POST /v1/chat/completions` and `GET /v1/models`; `respond(body,
 headers)` returns `(status, payload)` where a dict payload is sent as JSON and bytes as they
 are; it may sleep to play a slow server. Every request is kept in `requests` (body and
-headers) for the test to inspect. `completion(texts)` builds a chat-completion answer.
+headers) for the test to inspect. `completion(texts)` builds a chat-completion answer. A
+`Raw` payload is written to the socket as it is (status line and headers included), `every_s`
+seconds between chunks of `chunk` bytes, then the connection is closed: a server that drips
+its answer, or cuts it short.
 """
 
 from __future__ import annotations
@@ -12,9 +15,28 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Bytes written to the socket as they are (see the module docstring)."""
+
+    data: bytes
+    every_s: float = 0.0
+    chunk: int = 1 << 20
+
+
+def raw_answer(body: bytes, *, length: int | None = None, status: str = "200 OK") -> bytes:
+    """An HTTP/1.1 answer with `body` (and a Content-Length of `length`, default its own)."""
+    n = len(body) if length is None else length
+    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {n}"
+            "\r\nConnection: close\r\n\r\n").encode() + body
+
 
 Respond = Callable[[dict[str, Any], dict[str, str]], tuple[int, Any]]
 
@@ -42,6 +64,14 @@ class StubServer:
                 pass
 
             def _send(self, status: int, payload: Any) -> None:
+                if isinstance(payload, Raw):
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
+                        for i in range(0, len(payload.data), payload.chunk):
+                            self.wfile.write(payload.data[i:i + payload.chunk])
+                            self.wfile.flush()
+                            time.sleep(payload.every_s)
+                    self.close_connection = True
+                    return
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -13,7 +13,7 @@ import secrets
 import time
 
 import pytest
-from openai_stub import StubServer, completion, dead_url
+from openai_stub import Raw, StubServer, completion, dead_url, raw_answer
 
 from designer.backends import BackendError, LoggedBackend, make_backend
 from designer.backends.openai import OpenAIBackend
@@ -166,6 +166,7 @@ def test_garbage_answers_are_backend_errors(payload, cause) -> None:
     ('{"slip_prob": 123456789012345678901234}', "integer out of range"),
     ("[" * 100 + "]" * 100, "nested deeper"),
     ('"just a string"', "expected a JSON object"),
+    ('{"slip_prob": 99, "slip_prob": 0.1, "rationale": "x"}', "duplicate key 'slip_prob'"),
 ])
 def test_garbage_content_is_a_reply_error(content, cause) -> None:
     with StubServer(lambda body, h: (200, completion([content], finish="stop"))) as srv:
@@ -221,3 +222,67 @@ def test_needs_a_url(monkeypatch: pytest.MonkeyPatch) -> None:
         make_backend("openai", base_url="ftp://example/v1")
     b = make_backend("openai", base_url="http://user:pw-secret@127.0.0.1:1/v1", model="m")
     assert "pw-secret" not in repr(b)
+
+
+def _fragments(key: str, width: int = 8) -> set[str]:
+    return {key[i:i + width] for i in range(len(key) - width + 1)}
+
+
+def test_a_dripping_server_is_bounded_by_the_call_deadline() -> None:
+    answer = raw_answer(json.dumps(completion([json.dumps(EDIT)])).encode())
+    drip = Raw(answer, every_s=0.05, chunk=1)  # headers too; each byte well within timeout_s
+    with StubServer(lambda body, h: (200, drip)) as srv:
+        b = backend(srv.url, model="m", timeout_s=5.0, deadline_s=1.0)
+        t = time.perf_counter()
+        with pytest.raises(BackendError, match="deadline of 1s"):
+            b.generate(MESSAGES, SCHEMA)
+        assert time.perf_counter() - t < 2.5
+    assert len(srv.requests) == 1  # a missed deadline is not retried
+
+
+def test_backoff_never_outlasts_the_deadline() -> None:
+    with StubServer(lambda body, h: (503, {"error": "overloaded"})) as srv:
+        b = backend(srv.url, model="m", backoff_s=5.0, attempts=5, deadline_s=0.5)
+        t = time.perf_counter()
+        with pytest.raises(BackendError, match="deadline"):
+            b.generate(MESSAGES, SCHEMA)
+        assert time.perf_counter() - t < 2.0
+
+
+@pytest.mark.parametrize("where", ["error-cut", "message-cut", "garbage-cut", "content"])
+def test_no_fragment_of_the_key_escapes(api_key: str, where: str, tmp_path) -> None:
+    def echo(body, headers):
+        if where == "error-cut":  # the key straddles the 2,000 bytes read from an error body
+            return 401, Raw(raw_answer(("x" * 1990 + api_key).encode(),
+                                       status="401 Unauthorized"))
+        if where == "message-cut":  # ... or the 300 characters kept in the message
+            return 401, {"error": "y" * 260 + api_key}
+        if where == "garbage-cut":  # ... or the 120 bytes quoted from a garbage answer
+            return 200, ("<" * 110 + api_key).encode()
+        return 200, completion([json.dumps({"rationale": api_key[:12] + " and " +
+                                            api_key[-9:]})])
+
+    log = CallLog(tmp_path / "calls.jsonl")
+    with StubServer(echo) as srv:
+        b = LoggedBackend(backend(srv.url, model="m", attempts=1,
+                                  response_format="json_schema"), log)
+        try:
+            texts = [r.text for r in b.generate(MESSAGES, SCHEMA)]
+        except BackendError as e:
+            texts = [str(e)]
+    assert where not in ("message-cut", "garbage-cut") or "***" in texts[0]
+    for text in (*texts, (tmp_path / "calls.jsonl").read_text()):
+        assert not any(f in text for f in _fragments(api_key)), text[-200:]
+
+
+@pytest.mark.parametrize("answer, cause", [
+    (raw_answer(b'{"choices": [', length=400), "not JSON"),  # cut short
+    (raw_answer(b"\xff\xfe\x00garbage"), "not JSON"),
+    (b"SPEAK FRIEND\r\n\r\n", "BadStatusLine"),
+])
+def test_garbage_bodies_are_one_line_backend_errors(answer: bytes, cause: str) -> None:
+    with StubServer(lambda body, h: (200, Raw(answer))) as srv:
+        b = backend(srv.url, model="m", attempts=2, response_format="json_schema")
+        with pytest.raises(BackendError, match=cause) as err:
+            b.generate(MESSAGES, SCHEMA)
+    assert "\n" not in str(err.value)

@@ -125,6 +125,27 @@ def test_constrained_rejects_what_the_grammar_cannot_write():
         assert loose.ok and loose.adjustments and PAPER.validate(loose.values)
 
 
+def test_constrained_refuses_off_grid_numbers_projected_keeps_them():
+    grid = OPEN["slip_prob"].step
+    for reply, field in [({"slip_prob": 0.123}, "slip_prob"),
+                         ({"hole_ratio": {"8": 0.301}}, "hole_ratio.8"),
+                         ({"size_weights": {"5": 0.07}}, "size_weights.5")]:
+        out = apply_edit(OPEN, reply, None, constrained=True)
+        assert out.values is None and out.rejection.startswith(field), out.rejection
+        assert "not on the grid" in out.rejection and f"{grid}" in out.rejection
+        assert apply_edit(OPEN, reply, None, constrained=False).ok  # in bounds: projected
+    on = apply_edit(OPEN, {"slip_prob": 0.15, "hole_ratio": {"8": 0.3}}, None, constrained=True)
+    assert on.ok and on.values["slip_prob"] == pytest.approx(0.15)
+
+
+def test_a_key_named_twice_is_refused_in_both_modes():
+    for text in ('{"slip_prob": 99, "slip_prob": 0.1, "rationale": "x"}',
+                 '{"hole_ratio": {"8": 0.1, "8": 0.2}, "rationale": "x"}'):
+        for constrained in (True, False):
+            out = apply_edit(OPEN, text, None, constrained=constrained)
+            assert out.values is None and "duplicate key" in out.rejection, out.rejection
+
+
 @pytest.mark.parametrize("reply", ["{not json", "[1, 2]", "", 42, None, "x" * 10**6,
                                    "[" * 10**5, '{"a": ' * 40 + "1" + "}" * 40])
 def test_unusable_replies_are_rejected_in_both_modes(reply):

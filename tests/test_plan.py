@@ -90,6 +90,8 @@ Hope this helps (1,1)."""
     ('{"robot": [[0,0]]}', "unknown key"),
     ('{"A0": []}', "no cells"),
     ('{"A0": 5}', "path must be a list"),
+    ('{"A0": "teleport (0,0) -> (2,2) !!", "A0": [[0,0],[0,1],[0,2]]}', "duplicate key 'A0'"),
+    ('{"plan": {"A0": [[0,0]], "A1": [[1,1]]}, "plan": {"A0": [[0,0]]}}', "duplicate key"),
     ("42", "no agent lines"),
 ])
 def test_parse_reports_instead_of_guessing(text, needle):

@@ -187,8 +187,9 @@ def with_retries(call: Callable[[], T], *, attempts: int, backoff_s: float,
             retry = transient(e)
             if not retry or i >= attempts - 1:
                 tries = f" after {i + 1} tries" if retry else ""
+                said = " ".join(str(e).split())  # one line, whatever the server sent
                 raise BackendError(f"{what} failed{tries}: {type(e).__name__}: "
-                                   f"{str(e)[:300]}", cause=e) from None
+                                   f"{said[:300]}", cause=e) from None
             sleep(delay)
             delay = min(delay * 2, max_backoff_s)
     raise AssertionError("unreachable")

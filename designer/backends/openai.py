@@ -15,22 +15,29 @@ The next form is tried when the first request of a form is refused with HTTP 400
 bounds and fields they do not know, so a reply is parsed all the same and the caller projects
 it onto the config space (`constrained = False`).
 
-A timeout per request (`timeout_s`), bounded retries with exponential backoff on refused or
-reset connections, timeouts, HTTP 408, 429 and 5xx, then `BackendError`; a garbage answer
-(not JSON, no choices) is a `BackendError` at once. The API key is read from an environment
-variable (`api_key_env`, default `OPENAI_API_KEY`) at each request and goes only into the
-Authorization header: never into an attribute, a log, an error message or a repr (error
-texts from the server are scrubbed of it). `n` replies: one request with `n`, topped up with
+A timeout per socket read (`timeout_s`) and a deadline per call (`deadline_s`: the wall time
+of one `generate`, retries and backoff included; a server that drips its answer a byte at a
+time cannot hold a call past it: a watchdog shuts the connection's socket at the deadline),
+bounded retries with exponential backoff on refused or reset connections, timeouts, HTTP 408,
+429 and 5xx, then `BackendError`; a garbage answer (not JSON, no choices) and a missed
+deadline are a `BackendError` at once. The API key is read from an environment variable
+(`api_key_env`, default `OPENAI_API_KEY`) at each request and goes only into the
+Authorization header: never into an attribute, a log, an error message or a repr (every text
+from the server is scrubbed of it, and of any fragment of 8 or more of its characters, before
+it is cut to length). `n` replies: one request with `n`, topped up with
 further requests (seed + i) when a server returns fewer choices (llama.cpp returns one).
 `count_tokens` is an estimate (`approx_tokens`): a server's tokenizer is not at hand.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import math
 import os
 import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -67,6 +74,66 @@ class GarbageError(Exception):
     """The server answered 200 with something that is not a chat completion."""
 
 
+class DeadlineError(TimeoutError):
+    """The call's deadline passed (never retried: the call's time is spent)."""
+
+
+class _Watchdog:
+    """Shuts every socket the request opens once `seconds` have passed, so that no read,
+    however slowly the server drips, outlives the deadline."""
+
+    def __init__(self, seconds: float):
+        self.socks: list[socket.socket] = []
+        self.fired = False
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
+        self._timer.daemon = True
+
+    def add(self, sock: socket.socket) -> None:
+        with self._lock:
+            self.socks.append(sock)
+            if self.fired:
+                self._shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self.socks:
+                self._shut(sock)
+
+    @staticmethod
+    def _shut(sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # already closed
+            sock.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._timer.cancel()
+
+
+def _opener(dog: _Watchdog) -> urllib.request.OpenerDirector:
+    """urllib's opener (proxies and all) whose HTTP(S) connections register with `dog`."""
+    def watched(base: type) -> type:
+        class Conn(base):  # type: ignore[valid-type, misc]
+            def connect(self) -> None:
+                super().connect()
+                dog.add(self.sock)
+        return Conn
+
+    class Http(urllib.request.HTTPHandler):
+        def do_open(self, http_class: type, req: Any, **kw: Any) -> Any:
+            return super().do_open(watched(http_class), req, **kw)
+
+    class Https(urllib.request.HTTPSHandler):
+        def do_open(self, http_class: type, req: Any, **kw: Any) -> Any:
+            return super().do_open(watched(http_class), req, **kw)
+
+    return urllib.request.build_opener(Http, Https)
+
+
 class OpenAIBackend:
     """An OpenAI-compatible server (see the module docstring)."""
 
@@ -75,8 +142,8 @@ class OpenAIBackend:
 
     def __init__(self, base_url: str | None = None, model: str | None = None, *,
                  api_key_env: str = "OPENAI_API_KEY", response_format: str = "auto",
-                 timeout_s: float = 120.0, attempts: int = 3, backoff_s: float = 0.5,
-                 temperature: float = 0.7):
+                 timeout_s: float = 120.0, deadline_s: float = 600.0, attempts: int = 3,
+                 backoff_s: float = 0.5, temperature: float = 0.7):
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not base_url:
             raise BackendError("the openai backend needs --base-url (e.g. "
@@ -93,7 +160,11 @@ class OpenAIBackend:
         self._forms = FORMS if response_format == "auto" else \
             (FORMS[0],) if response_format == "json_schema" else (FORMS[2],)
         self._settled = response_format != "auto"
+        if not (0 < timeout_s < math.inf and 0 < deadline_s < math.inf):
+            raise ValueError("timeout_s and deadline_s must be positive and finite")
         self.timeout_s, self.attempts, self.backoff_s = timeout_s, attempts, backoff_s
+        self.deadline_s = deadline_s
+        self._end: float | None = None  # monotonic time of the running call's deadline
         self.temperature = temperature
         self._model = model
 
@@ -130,17 +201,35 @@ class OpenAIBackend:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(f"{self.base_url}{path}", data=data, headers=headers,
                                      method="GET" if body is None else "POST")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s) as resp:
-                raw = resp.read(MAX_BODY + 1)
-        except urllib.error.HTTPError as e:
-            text = e.read(2000).decode("utf-8", errors="replace")
-            raise HTTPStatusError(e.code, self._scrub(text)) from None
-        except urllib.error.URLError as e:
-            kind = next((k for k in (ConnectionRefusedError, ConnectionResetError,
-                                     ConnectionError, TimeoutError)
-                         if isinstance(e.reason, k)), OSError)
-            raise kind(self._scrub(str(e.reason))) from None
+        timeout = timeout_s or self.timeout_s
+        left = timeout if self._end is None else self._end - time.monotonic()
+        if left <= 0:
+            raise DeadlineError(self._missed())
+        with _Watchdog(left) as dog:
+            try:
+                with _opener(dog).open(req, timeout=min(timeout, left)) as resp:
+                    raw = resp.read(MAX_BODY + 1)
+            except urllib.error.HTTPError as e:
+                if dog.fired:
+                    raise DeadlineError(self._missed()) from None
+                try:
+                    text = e.read(2000).decode("utf-8", errors="replace")
+                except (OSError, http.client.HTTPException):
+                    text = ""
+                raise HTTPStatusError(e.code, self._scrub(text)) from None
+            except urllib.error.URLError as e:
+                if dog.fired:
+                    raise DeadlineError(self._missed()) from None
+                kind = next((k for k in (ConnectionRefusedError, ConnectionResetError,
+                                         ConnectionError, TimeoutError)
+                             if isinstance(e.reason, k)), OSError)
+                raise kind(self._scrub(str(e.reason))) from None
+            except (OSError, http.client.HTTPException):
+                if dog.fired:
+                    raise DeadlineError(self._missed()) from None
+                raise
+            if dog.fired:
+                raise DeadlineError(self._missed())
         if len(raw) > MAX_BODY:
             raise GarbageError(f"answer longer than {MAX_BODY} bytes")
         try:
@@ -148,6 +237,9 @@ class OpenAIBackend:
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             raise GarbageError(f"the answer is not JSON: "
                                f"{self._scrub(repr(raw[:120]))}") from None
+
+    def _missed(self) -> str:
+        return f"no complete answer within the call's deadline of {self.deadline_s:g}s"
 
     def _served_model(self) -> str | None:
         try:
@@ -158,6 +250,8 @@ class OpenAIBackend:
 
     @staticmethod
     def _transient(e: BaseException) -> bool:
+        if isinstance(e, DeadlineError):
+            return False
         if isinstance(e, HTTPStatusError):
             return e.status in TRANSIENT
         return isinstance(e, TimeoutError | socket.timeout | ConnectionError |
@@ -178,8 +272,12 @@ class OpenAIBackend:
                                    f"{self._scrub(json.dumps(out)[:160])}")
             return out
 
+        def sleep(seconds: float) -> None:  # a backoff never outlasts the deadline
+            left = math.inf if self._end is None else self._end - time.monotonic()
+            time.sleep(max(0.0, min(seconds, left)))
+
         return with_retries(once, attempts=self.attempts, backoff_s=self.backoff_s,
-                            transient=transient,
+                            transient=transient, sleep=sleep,
                             what=f"POST {_safe_url(self.base_url)}/chat/completions")
 
     # ------------------------------------------------------------------------- request
@@ -216,12 +314,21 @@ class OpenAIBackend:
 
     def generate(self, messages: Messages, schema: dict | None, n: int = 1,
                  max_tokens: int = 256, seed: int = 0) -> list[Reply]:
+        model = self.model  # before the deadline starts (GET /models has its own bound)
+        self._end = time.monotonic() + self.deadline_s
+        try:
+            return self._generate(messages, schema, n, max_tokens, seed, model)
+        finally:
+            self._end = None
+
+    def _generate(self, messages: Messages, schema: dict | None, n: int, max_tokens: int,
+                  seed: int, model: str) -> list[Reply]:
         replies: list[Reply] = []
         for i in range(n):  # at most n requests: each brings at least one reply
             want = n - len(replies)
             if want <= 0:
                 break
-            base = {"model": self.model, "messages": messages, "n": want,
+            base = {"model": model, "messages": messages, "n": want,
                     "max_tokens": max_tokens, "seed": seed + i,
                     "temperature": self.temperature}
             t = time.perf_counter()
@@ -240,7 +347,7 @@ class OpenAIBackend:
                     else None
                 replies.append(make_reply(self._scrub(text), schema, prompt_tokens=prompt,
                                           completion_tokens=completion, latency_s=dt,
-                                          backend=self.name, model=self.model, cut=cut))
+                                          backend=self.name, model=model, cut=cut))
         return replies
 
 

@@ -75,8 +75,11 @@ def check(args: argparse.Namespace) -> Callable[[], int]:
         return check_llm(args)
     if args.run is None:
         raise CliError("eval: give a run folder, or --llm for an LLM's whole plans")
+    from designer.runfolder import RunFolder
+
     run_folder(args.run, "eval")
     settings = saved_settings(args.run / "run.json")
+    RunFolder(args.run).verify()
     return lambda: evaluate_run(args, settings)
 
 
@@ -95,8 +98,7 @@ def evaluate_run(args: argparse.Namespace, settings: Any) -> int:
     stage = chosen if args.stage is None else args.stage
     if stage not in done:
         raise CliError(f"stage {stage} is not finished in {args.run} (finished: {done})")
-    state = loop.trainee.restore(loop.folder.stage_dir(stage) / "ckpt",
-                                 loop.trainee.init(jax.random.PRNGKey(0)))
+    state = loop.restore(stage, loop.trainee.init(jax.random.PRNGKey(0)))
     v = loop.trainee.validate(state, loop.heldout, jax.random.PRNGKey(3))
     print(loop.task.markdown(v.table, f"{args.run}, stage {stage}: held-out split"))
     return 0

@@ -142,8 +142,10 @@ def settings_from(data: dict[str, Any]) -> RunSettings:
 def saved_settings(run_json: Path) -> RunSettings:
     """The settings a run folder was started with, through the one migration of old runs
     (`designer.settings.migrate`: options added since are filled in as that run had them)."""
+    from designer.runfolder import RunFolder
+
     try:
-        return migrate(json.loads(run_json.read_text()))
+        return migrate(RunFolder(run_json.parent).run_json())
     except ValidationError as e:
         raise CliError(f"{run_json}: {_refusal(e)}") from None
     except (ValueError, OSError) as e:

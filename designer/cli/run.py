@@ -135,8 +135,11 @@ def run_one(settings: RunSettings, out: Path, *, processes: Any = None) -> list[
 def check(args: argparse.Namespace) -> Callable[[], int]:
     """The run, once its settings and folder pass (nothing is created before)."""
     if args.resume:
+        from designer.runfolder import RunFolder
+
         out = run_folder(args.resume, "--resume")
         settings = saved_settings(args.resume / "run.json")
+        RunFolder(out).verify(selection=False)  # a damaged selected.json is recomputed
     else:
         settings = build_settings(args)
         out = args.out or DEFAULT_OUT / time.strftime(f"%Y%m%d-%H%M%S-{settings.engineer}")
