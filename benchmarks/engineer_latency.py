@@ -1,7 +1,7 @@
 """Latency of the environment engineer: verification of candidates and LLM proposals.
 
 - Verification: seconds per candidate to generate `--episodes` fresh levels from a candidate
-  config and play them with the current policy (`designer.verify.Verifier`, one jitted call for
+  config and play them with the current policy (`designer.run.scoring.Verifier`, one jitted call for
   `--k` candidates), and the number of compilations over `--stages` stages of random candidate
   batches after warm-up (goal: 0);
 - Proposals: seconds per proposal (one engineer call writing the run's `candidates` edits, as
@@ -30,7 +30,7 @@ import jax
 import numpy as np
 from bench_json import write_json
 
-from designer.sampling import random_values
+from designer.engineer.sampling import random_values
 from designer.settings import CapacitySettings, RunSettings, TraineeSettings, VerifySettings
 
 
@@ -55,7 +55,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from designer.loop import ClosedLoop
+    from designer.run.loop import ClosedLoop
 
     a = parse(argv)
     settings = RunSettings(engineer="rules", backend=a.backend, model=a.model,
@@ -125,9 +125,9 @@ class TokenCounter:
 
 def llm_latency(loop, runner, n: int) -> dict:
     """Seconds per proposal and tokens/s of the embedded model, single and team."""
-    from designer.context import Context, mapf_failures
-    from designer.engineers import LLMEngineer
-    from designer.llm import open_backend
+    from designer.engineer.context import Context, mapf_failures
+    from designer.engineer.engineers import LLMEngineer
+    from designer.llm.open import open_backend
     from policy.validation import validate
 
     try:

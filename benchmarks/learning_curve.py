@@ -11,7 +11,7 @@ against wall time.
 
     python benchmarks/learning_curve.py --minutes 12 --out runs/learning_curve
 
-It is the closed loop (`designer.loop.ClosedLoop`) with the `fixed` engineer started from the
+It is the closed loop (`designer.run.loop.ClosedLoop`) with the `fixed` engineer started from the
 default config, so its run folder is an ordinary one (`envengineer report` reads it). Wall time
 on the x axis counts training and pool generation only (evaluation excluded); the total is
 printed too.
@@ -29,8 +29,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from designer.loop import ClosedLoop
 from designer.report import PAPER
+from designer.run.loop import ClosedLoop
 from designer.settings import (
     CapacitySettings,
     RunSettings,

@@ -11,7 +11,7 @@ agents, so every env-step is `--agents` agent-steps), at batch B = 2^6, 2^7, ...
   each env with its own slip probability; B envs x `scan` steps per run (`--env-budget`);
 - train: one `policy.make_train(...).train_stage` of `--updates` x `--rollout` steps over B envs,
   everything included (stage pool generation, rollouts, GAE, PPO epochs);
-- verify: `designer.verify.Verifier(env, network, k, episodes=B/k).score(...)` on k candidate
+- verify: `designer.run.scoring.Verifier(env, network, k, episodes=B/k).score(...)` on k candidate
   configs (level generation included); env-steps are the episodes' actual lengths.
 
 Device count D (strong scaling, `--device-batch` envs split over D devices; env and train only,
@@ -255,7 +255,7 @@ def measure_verify(s: Settings, batch: int) -> dict:
     import jax
     import numpy as np
 
-    from designer.verify import Verifier
+    from designer.run.scoring import Verifier
     from policy import ActorCritic, init_params
 
     env, _, values = _env_and_config(s)
@@ -456,7 +456,7 @@ def run(a: argparse.Namespace, argv: Sequence[str]) -> dict:
     dev_batch = max(dev_batch, max(counts))
     dev_workloads = [w for w in workloads if w != "verify" and not (a.quick and w == "train")]
     result["devices"] = {"batch": dev_batch, "host_devices": cpu, "env": [], "train": [],
-                         "verify": "not measured: designer.verify.Verifier runs on one device"}
+                         "verify": "not measured: designer.run.scoring.Verifier runs on one device"}
     for d in counts if dev_workloads else []:
         for r in _run_worker({"kind": "devices", "devices": d, "batch": dev_batch,
                               "workloads": dev_workloads, "settings": asdict(s)},

@@ -28,7 +28,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from designer.loop import ClosedLoop
+from designer.run.loop import ClosedLoop
 from designer.settings import CapacitySettings, RunSettings, TaskSettings, TraineeSettings
 from policy.validation import validate
 

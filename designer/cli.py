@@ -270,7 +270,7 @@ def print_table(results: list[Any], title: str, selection: dict[str, Any] | None
 
 
 def run_one(settings: RunSettings, out: Path, *, processes: Any = None) -> list[Any]:
-    from designer.loop import ClosedLoop
+    from designer.run.loop import ClosedLoop
 
     if settings.learn.enabled:
         from policy.llm.engineer_rl import prefer_memory_schedule
@@ -297,7 +297,7 @@ def saved_settings(run_json: Path) -> RunSettings:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from designer.report import write_report
-    from designer.runfolder import RunFolder
+    from designer.run.folder import RunFolder
 
     if args.resume:
         run_json = args.resume / "run.json"
@@ -368,7 +368,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CliError("eval: give a run folder, or --llm for an LLM's whole plans")
     import jax
 
-    from designer.loop import ClosedLoop
+    from designer.run.loop import ClosedLoop
 
     run_json = args.run / "run.json"
     if not run_json.is_file():
@@ -392,8 +392,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def llm_backend(args: argparse.Namespace) -> Any:
     """The backend `eval --llm` asks (logged into --call-log when given)."""
-    from designer.backends import LoggedBackend, make_backend
-    from designer.calllog import CallLog
+    from designer.llm import LoggedBackend, make_backend
+    from designer.llm.calllog import CallLog
 
     if args.backend == "openai":
         if not args.base_url:
@@ -413,9 +413,9 @@ def llm_backend(args: argparse.Namespace) -> Any:
 
 def cmd_eval_llm(args: argparse.Namespace) -> int:
     """`eval --llm`: an LLM writes whole plans for a split's instances; the paper's table."""
-    from designer import plan_eval
-    from designer.answer_log import AnswerLog
-    from designer.backends import NAMES, BackendError
+    from designer.llm import NAMES, BackendError
+    from designer.tasks.mapf import plan_eval
+    from designer.tasks.mapf.answer_log import AnswerLog
 
     if args.from_answers is not None:
         if not args.from_answers.is_file():
@@ -528,7 +528,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from designer.demo import demo
+    from designer.tasks.mapf.demo import demo
 
     demo(args.levels, args.envs, args.steps, args.seed)
     return 0
@@ -636,7 +636,7 @@ COMMANDS = {"run": cmd_run, "compare": cmd_compare, "eval": cmd_eval, "report": 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from designer.runfolder import RunLocked
+    from designer.run.folder import RunLocked
 
     try:
         args = parser().parse_args(argv)

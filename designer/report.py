@@ -1,9 +1,9 @@
 """The report of one or many runs: `report.md` and PNG plots a researcher can trust.
 
-`write_report(run_dirs, out)` reads finished run folders (`designer.runfolder`) and writes:
+`write_report(run_dirs, out)` reads finished run folders (`designer.run.folder`) and writes:
 
 - the paper-style table on the **held-out** split of each run's result (the stage chosen on
-  validation, `designer.selection`; the final stage for runs with `select = "last"`): valid % /
+  validation, `designer.run.selection`; the final stage for runs with `select = "last"`): valid % /
   optimal % by agents 3/4/5 (mean over map sizes), mean ± std over seeds, beside the paper's
   rows; the same table at the final stage where the two differ; and per engineer the agents x
   map size table (mean ± std over seeds);
@@ -16,7 +16,7 @@
 - `selection.png`: valid % + optimal % per stage on the validation split (which chooses the
   run's result) and on the held-out split, per engineer and seed, the chosen stage ringed.
 
-Runs on a control family get their own report (`designer.report_control`: the robustness
+Runs on a control family get their own report (`designer.tasks.control.report`: the robustness
 table, a success heatmap over two parameters, the training ranges per stage).
 
 Verification rollouts are reported apart from the training budget. Every number of the
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from designer.runfolder import PHASES, RunFolder
+from designer.run.folder import PHASES, RunFolder
 from jaxenv.mapf.benchmark.heldout import AGENT_SIZES
 from jaxenv.mapf.rules import CAUSES
 
@@ -137,7 +137,7 @@ def summary_table(runs: list[Run], pick: str = "result") -> list[str]:
 
 
 def selection_lines(runs: list[Run], score: str = "valid % + optimal %") -> list[str]:
-    """Which stage each run handed back, and by which rule (`designer.selection`; `score`
+    """Which stage each run handed back, and by which rule (`designer.run.selection`; `score`
     names the task's selection score)."""
     rules = sorted({r.selected["rule"] for r in runs if r.selected})
     if not rules:
@@ -419,7 +419,7 @@ def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str = "E
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if runs[0].settings.get("env", "mapf") != "mapf":  # a control family: robustness report
-        from designer.report_control import write_control_report
+        from designer.tasks.control.report import write_control_report
 
         return write_control_report(runs, out, title=title, command=command)
     pngs = plots(runs, out)

@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from designer.context import parse_modules
-from designer.selection import SELECT
-from designer.verify import SIGNALS
+from designer.engineer.context import parse_modules
+from designer.run.scoring import SIGNALS
+from designer.run.selection import SELECT
 from policy.llm.settings import LLMTraineeSettings
 
 ENGINEERS = ("fixed", "dr", "learnability", "mutate", "rules", "llm", "self")
@@ -172,13 +172,13 @@ class VerifySettings(Strict):
     signal: Literal[SIGNALS] = Field(
         "success", description="What a candidate's p (floor, ceiling, learnability p(1-p)) is: "
         "success, the share of successful episodes; or return, the mean normalised return in "
-        "[0, 1], graded where success is all-or-nothing per distribution (designer.verify). "
+        "[0, 1], graded where success is all-or-nothing per distribution (designer.run.scoring). "
         "Default: the family's (designer.tasks.VERIFY_DEFAULTS: return for the control "
         "families, success for MAPF).")
 
 
 class LearnSettings(Strict):
-    """The engineer that learns from verification (`designer.learning`): GRPO on a LoRA of
+    """The engineer that learns from verification (`designer.engineer.learning`): GRPO on a LoRA of
     the engineer's own model, its replies' verification scores as rewards."""
 
     enabled: bool = Field(False, description="Train the llm engineer's model on its "
@@ -219,7 +219,7 @@ class RunSettings(Strict):
                                "at the last).")
     select: Literal[SELECT] = Field("validation", description="Which stage's policy is the "
                                     "run's result: validation (the best validation score, "
-                                    "designer.selection) or last. The held-out split never "
+                                    "designer.run.selection) or last. The held-out split never "
                                     "chooses.")
     seed: int = Field(0, ge=0, description="Seed of round 0's config, training and sampling.")
     capacity: CapacitySettings = CapacitySettings()

@@ -61,7 +61,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from designer.report import AGENTS
-from designer.runfolder import RunFolder, RunLocked
+from designer.run.folder import RunFolder, RunLocked
 from designer.settings import RunSettings, upgrade_saved
 
 FAULT_ENV = "ENVENGINEER_SWEEP_FAULT"
@@ -696,14 +696,14 @@ def _launch(todo: list[Trial], out: Path, opts: Options,
 # --------------------------------------------------------------------------------- results
 def result_row(t: Trial, out: Path, state: str) -> dict[str, Any]:
     """One line of results.jsonl: the trial's overrides, status and the held-out figures of
-    its result (the stage `designer.selection` chose; the last stage of older runs)."""
+    its result (the stage `designer.run.selection` chose; the last stage of older runs)."""
     d = out / t.name
     folder = RunFolder(d)
     done = folder.finished_stages()
     last = folder.read_json(folder.stage_rel(done[-1]) / "done.json") if done else {}
     attempts = read_attempts(d)
     ok = is_finished(d, t.settings.stages)
-    result = last  # a run saved before `designer.selection`: its last stage
+    result = last  # a run saved before `designer.run.selection`: its last stage
     sel = folder.selection() if ok else None
     if sel:
         result = {"stage": sel["stage"], "heldout_by_agents": sel["heldout"].get(

@@ -43,7 +43,7 @@ def _llm(settings: Any, task: Any, processes: Any) -> Trainee:
         raise ValueError(f"the llm trainee writes MAPF plans; env {task.name!r} has none")
     if processes is not None and processes.count > 1:
         raise ValueError("the llm trainee runs in one process (no --distributed)")
-    from designer.plan_eval import select
+    from designer.tasks.mapf.plan_eval import select
 
     # the training env's capacity (the config space's), validation in eval --llm's order
     return LLMTrainee(settings.llm, task.env.cap, seed=settings.seed, select=select)

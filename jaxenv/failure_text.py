@@ -1,6 +1,6 @@
 """Text shared by every family's F (what the engineer reads about a stage's failures).
 
-MAPF's F (`designer.context.Failures`) and a control family's (`jaxenv.control.validator.
+MAPF's F (`designer.engineer.context.Failures`) and a control family's (`jaxenv.control.validator.
 ControlFailures`) word their tables differently but report two things the same way: the
 training stage's own outcomes, from a trainer's stage summary (`policy.ppo.summarize_metrics`:
 `success_rate`, the share of outcome 0, and `cause_<outcome>`, the share of every other

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from designer.edits import apply_edit, edit_schema, preset_space
+from designer.engineer.edits import apply_edit, edit_schema, preset_space
 from jaxenv import ConfigError
 from jaxenv.config_space import MAX_JSON_CHARS, MAX_JSON_DEPTH, loads_bounded
 from jaxenv.mapf import make_config_space

@@ -8,7 +8,7 @@ import re
 import jax
 import pytest
 
-from designer.context import (
+from designer.engineer.context import (
     Context,
     ContextBuilder,
     ContextTooLarge,

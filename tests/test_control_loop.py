@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from designer.cli import main
-from designer.engineers import make_engineer
+from designer.engineer.engineers import make_engineer
 from designer.settings import RunSettings
 from designer.tasks import make_task
 from designer.tasks.control import curriculum
@@ -58,7 +58,7 @@ def test_rules_on_cartpole_leaves_round_0_under_the_graded_signal(tmp_path):
     balances nothing (success 0.0 on the candidate, which the success signal would reject:
     the config would stay round 0's forever), but its return is graded, inside the window, so
     the rules engineer's candidate is chosen and stage 1 trains on it."""
-    from designer.verify import Score, Verifier
+    from designer.run.scoring import Score, Verifier
 
     out = tmp_path / "graded"
     args = [a if a != "8192" else "65536" for a in TINY]  # 16 updates: some return, no success
@@ -147,7 +147,7 @@ def test_constrained_edits_of_a_control_space_all_apply():
     pytest.importorskip("outlines")
     from tiny_llm import tiny_backend
 
-    from designer.edits import RATIONALE, edit_schema
+    from designer.engineer.edits import RATIONALE, edit_schema
 
     space = make_task(RunSettings(env="cartpole", engineer="fixed")).space
     schema = edit_schema(space)

@@ -183,16 +183,16 @@ def test_checker_catches_planted_cycle_and_arrows():
         "jaxenv": set(), "jaxenv.levels": set(), "jaxenv.mapf": set(),
         "jaxenv.mapf.env": {"jaxenv.levels"}, "jaxenv.control": set(),
         "jaxenv.control.cartpole": {"jaxenv.mapf.env"},
-        "policy.ppo": {"jaxenv.levels", "designer.loop"},
+        "policy.ppo": {"jaxenv.levels", "designer.run.loop"},
         "policy.llm.reward": {"jaxenv.mapf.env"},
-        "designer.loop": {"designer.report", "policy.ppo"},
-        "designer.report": {"designer.loop", "jaxenv.control.cartpole"},
+        "designer.run.loop": {"designer.report", "policy.ppo"},
+        "designer.report": {"designer.run.loop", "jaxenv.control.cartpole"},
         "designer.tasks": set(),
         "designer.tasks.mapf.failures": {"jaxenv.mapf.env"},
         "designer.tasks.control": {"jaxenv.mapf.env"},
     }
     assert families_in(graph) == ("control", "mapf")
-    assert cycles(graph) == [["designer.loop", "designer.report", "policy.ppo"]]
+    assert cycles(graph) == [["designer.run.loop", "designer.report", "policy.ppo"]]
     assert violations(graph) == [
         "designer.report -> jaxenv.control.cartpole: designer imports a family outside its "
         "task folder (designer.tasks.control)",
@@ -200,9 +200,9 @@ def test_checker_catches_planted_cycle_and_arrows():
         "task folder (designer.tasks.mapf)",
         "jaxenv.control.cartpole -> jaxenv.mapf.env: a family imports another family",
         "policy.llm.reward -> jaxenv.mapf.env: policy imports a family",
-        "policy.ppo -> designer.loop: policy is below designer",
+        "policy.ppo -> designer.run.loop: policy is below designer",
     ]
     del graph["designer.report"]
-    graph["designer.loop"] = {"policy.ppo"}
+    graph["designer.run.loop"] = {"policy.ppo"}
     graph["policy.ppo"] = {"jaxenv.levels"}
     assert cycles(graph) == []

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from designer.edits import preset_space
-from designer.engineers import RulesEngineer
+from designer.engineer.edits import preset_space
+from designer.engineer.engineers import RulesEngineer
 from designer.settings import RunSettings
 from designer.tasks import CauseRule, Curriculum, make_task
 from designer.tasks.mapf import CURRICULUM

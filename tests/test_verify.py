@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from mapf_policies import constant_policy, toward_goal_policy
 
-from designer.sampling import random_values
-from designer.verify import Score, Verifier, coverage, distance
+from designer.engineer.sampling import random_values
+from designer.run.scoring import Score, Verifier, coverage, distance
 from jaxenv.mapf import Capacity, MAPFFrozenLake
 from policy.network import ActorCritic
 
@@ -81,7 +81,7 @@ def test_distance_and_coverage():
 
 def test_coverage_counts_only_what_an_edit_can_reach():
     """Held-out agent counts above the capacity, and knobs a preset pins, are left out."""
-    from designer.edits import preset_space
+    from designer.engineer.edits import preset_space
 
     base = SPACE.default()
     targets = {"size_weights": ("3", "4", "5", "9"), "agent_weights": ("3", "4", "5")}

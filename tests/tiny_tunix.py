@@ -67,7 +67,7 @@ def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
                 if name.endswith("norm.weight"):
                     w.copy_(1 + 0.2 * torch.randn_like(w))
     path.mkdir(parents=True, exist_ok=True)
-    if tied:  # as designer.backends.hf caches a GGUF: safetensors keeps only lm_head.weight
+    if tied:  # as designer.llm.hf caches a GGUF: safetensors keeps only lm_head.weight
         from safetensors.torch import save_model
 
         save_model(lm, str(path / "model.safetensors"), metadata={"format": "pt"})

@@ -38,7 +38,7 @@ from jaxenv.mapf.benchmark.failures import failure_samples
 from jaxenv.mapf.benchmark.validator import CAUSE_CHECK
 from jaxenv.mapf.rules import CAUSES
 
-PROMPTS = Path(__file__).parent / "prompts"
+PROMPTS = Path(__file__).parents[1] / "prompts"
 MODULES = ("F", "G", "H", "T", "S")
 DEFAULT_MODULES = ("F", "G", "H", "T")
 

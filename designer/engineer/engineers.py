@@ -4,7 +4,7 @@
 valid values of the environment's `ConfigSpace`. Every engineer (fixed, domain randomisation,
 learnability sampling, random mutation, rules, an LLM) answers the same call with the same
 budget, so a comparison between them is fair. An engineer with `verified = True` has its
-candidates judged by the loop's verification and choice rule (`designer.verify`); `fixed` and
+candidates judged by the loop's verification and choice rule (`designer.run.scoring`); `fixed` and
 `dr` take their own proposal as it is (their candidates are still scored, for the record).
 `context.verify(candidates)` scores configs with the current policy for engineers that search
 (learnability).
@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from designer.sampling import mutate_values, random_values
+from designer.engineer.sampling import mutate_values, random_values
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,8 @@ class RulesEngineer:
 
 
 class LLMEngineer:
-    """An LLM (any backend) writes the edits, in `single` or `team` mode (`designer.roles`).
+    """An LLM (any backend) writes the edits, in `single` or `team` mode
+    (`designer.engineer.roles`).
 
     A `BackendError` (dead server, timeout, missing model) or replies none of which apply fall
     back to the `rules` engineer for this stage; the proposals say so in their source and
@@ -217,8 +218,8 @@ class LLMEngineer:
         return bool(getattr(self.backend, "constrained", False))
 
     def propose(self, context: Any) -> list[Proposal]:
-        from designer.backends import BackendError
-        from designer.roles import RoleCall, single, team
+        from designer.engineer.roles import RoleCall, single, team
+        from designer.llm import BackendError
 
         call = RoleCall(self.backend, self.builder, self.constrained, self.max_tokens,
                         seed=self.seed * 1000 + 10 * context.stage)
@@ -266,7 +267,7 @@ def checkpoint_key(trainee: Any, stage: int) -> Any:
 class SelfEngineer(LLMEngineer):
     """The paper's self-design: the current trainee checkpoint writes the next config.
 
-    The backend is `designer.backends.checkpoint.CheckpointBackend`: the checkpoint exported
+    The backend is `designer.llm.checkpoint.CheckpointBackend`: the checkpoint exported
     (`trainee.export_hf`) and loaded into the transformers/outlines backend, only when it
     changed. Everything else is the `llm` engineer's: the same prompts, the same grammar, the
     same parse/project, the same call log (replayable: a resumed run never re-exports), the
@@ -277,9 +278,9 @@ class SelfEngineer(LLMEngineer):
 
     def __init__(self, trainee: Any, builder: Any, *, export_dir: Any, log: Any = None,
                  backend_options: dict[str, Any] | None = None, **kwargs: Any):
-        from designer.backends import LoggedBackend
-        from designer.backends.checkpoint import CheckpointBackend
-        from designer.calllog import CallLog
+        from designer.llm import LoggedBackend
+        from designer.llm.calllog import CallLog
+        from designer.llm.checkpoint import CheckpointBackend
 
         if trainee is None or not callable(getattr(trainee, "export_hf", None)):
             raise ValueError(SELF_NEEDS)
@@ -316,7 +317,7 @@ def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
         return MutateEngineer(s.seed, n=s.candidates)
     if s.engineer == "rules":
         return RulesEngineer(curriculum)
-    from designer.context import ContextBuilder
+    from designer.engineer.context import ContextBuilder
 
     learn = getattr(s, "learn", None)
     if learn is not None and learn.enabled:
@@ -329,7 +330,7 @@ def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
     if s.engineer == "self":
         return _self_engineer(s, folder, task, trainee)
     if backend is None:
-        from designer.llm import open_backend
+        from designer.llm.open import open_backend
 
         backend = open_backend(s, None if folder is None else folder.path / "calls.jsonl")
     guidelines = s.guidelines or (None if task is None else task.guidelines)
@@ -344,11 +345,11 @@ def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
 
 
 def _learning(eng: LLMEngineer, s: Any, folder: Any) -> Any:
-    """The `llm` engineer wrapped by `designer.learning.LearningEngineer` (`--learn`)."""
+    """The `llm` engineer wrapped by `designer.engineer.learning.LearningEngineer` (`--learn`)."""
     import tempfile
     from pathlib import Path
 
-    from designer.learning import ADAPTERS, LearningEngineer
+    from designer.engineer.learning import ADAPTERS, LearningEngineer
 
     l_ = s.learn
 
@@ -370,8 +371,8 @@ def _self_engineer(s: Any, folder: Any, task: Any, trainee: Any) -> SelfEngineer
     import tempfile
     from pathlib import Path
 
-    from designer.calllog import CallLog
-    from designer.context import ContextBuilder
+    from designer.engineer.context import ContextBuilder
+    from designer.llm.calllog import CallLog
 
     root = (Path(tempfile.mkdtemp(prefix="envengineer-self-")) if folder is None
             else folder.path / "self_engineer")

@@ -35,7 +35,7 @@ ADAPTERS = "engineer_lora"
 
 def reward_of(score: Any, floor: float, ceiling: float) -> float:
     """The reply's reward: 4 p (1 - p) inside [floor, ceiling], else 0 (module docstring); p is
-    the score's graded p (success, or the mean normalised return: `designer.verify`)."""
+    the score's graded p (success, or the mean normalised return: `designer.run.scoring`)."""
     p = getattr(score, "p", None)
     p = float(score.success if p is None else p)
     return 4.0 * p * (1.0 - p) if floor <= p <= ceiling else 0.0
@@ -79,7 +79,7 @@ class LearningEngineer:
     # ------------------------------------------------------------------------ model
     def _reload_backend(self, folder: Path) -> None:
         """Decode from `folder` from now on (the llm engineer's logged backend keeps its log)."""
-        from designer.backends.hf import TransformersBackend
+        from designer.llm.hf import TransformersBackend
 
         logged = self.engineer.backend
         inner = getattr(logged, "inner", None)

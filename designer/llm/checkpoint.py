@@ -24,7 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from designer.backends.base import BackendError, Messages, Reply
+from designer.llm.base import BackendError, Messages, Reply
 
 
 class CheckpointBackend:
@@ -58,7 +58,7 @@ class CheckpointBackend:
         """The transformers backend of the current checkpoint (exported and loaded once)."""
         if self._backend is not None and self.loaded == self.key:
             return self._backend
-        from designer.backends.hf import TransformersBackend
+        from designer.llm.hf import TransformersBackend
 
         self._backend = None  # free the previous checkpoint before loading the next
         try:
@@ -75,7 +75,7 @@ class CheckpointBackend:
         tok = getattr(self.trainee, "tokenizer", None)
         if tok is None or not callable(getattr(tok, "apply_chat_template", None)):
             return self.backend().count_tokens(messages)
-        from designer.backends.hf import TransformersBackend
+        from designer.llm.hf import TransformersBackend
 
         return len(TransformersBackend.prompt_ids(SimpleNamespace(tokenizer=tok,
                                                                   model=self.model), messages))

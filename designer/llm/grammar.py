@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from typing import Any
 
-from designer.backends.base import BackendError, canonical
+from designer.llm.base import BackendError, canonical
 
 MAX_SCHEMAS = 16  # compiled grammars kept per backend
 WHITESPACE = ""  # between JSON tokens: none

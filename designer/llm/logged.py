@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from designer.backends.base import (
+from designer.llm.base import (
     BackendError,
     Messages,
     Reply,
@@ -22,7 +22,7 @@ from designer.backends.base import (
     schema_hash,
     schema_name,
 )
-from designer.calllog import CallLog
+from designer.llm.calllog import CallLog
 
 
 def replies_from(record: dict[str, Any]) -> list[Reply]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from designer.backends import LoggedBackend, make_backend
-from designer.backends.base import BackendError
-from designer.calllog import CallLog
+from designer.llm import LoggedBackend, make_backend
+from designer.llm.base import BackendError
+from designer.llm.calllog import CallLog
 
 
 class LazyBackend:
@@ -47,7 +47,7 @@ class LazyBackend:
         try:
             return self._get().count_tokens(messages)
         except BackendError:
-            from designer.backends.base import approx_tokens
+            from designer.llm.base import approx_tokens
 
             return approx_tokens(messages)
 

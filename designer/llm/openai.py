@@ -37,7 +37,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from designer.backends.base import (
+from designer.llm.base import (
     BackendError,
     Messages,
     Reply,
@@ -46,7 +46,7 @@ from designer.backends.base import (
     schema_name,
     with_retries,
 )
-from designer.calllog import redact
+from designer.llm.calllog import redact
 
 FORMATS = ("auto", "json_schema", "json_object")
 FORMS = ("json_schema+structured_outputs", "json_schema", "json_object")

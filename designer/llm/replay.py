@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from designer.backends.base import (
+from designer.llm.base import (
     CONSTRAINED,
     BackendError,
     Messages,
@@ -23,8 +23,8 @@ from designer.backends.base import (
     messages_key,
     request_key,
 )
-from designer.backends.logged import replies_from
-from designer.calllog import CallLog
+from designer.llm.calllog import CallLog
+from designer.llm.logged import replies_from
 
 
 class ReplayBackend:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from designer.backends.base import BackendError, Messages, Reply, make_reply, with_retries
+from designer.llm.base import BackendError, Messages, Reply, make_reply, with_retries
 
 
 def sampling_params(schema: dict | None, *, n: int, max_tokens: int, seed: int,
@@ -56,7 +56,7 @@ class VLLMBackend:
         except ImportError as e:
             raise BackendError(f"the vllm backend needs vLLM and a GPU "
                                f"(pip install -e '.[vllm]'): {e}") from None
-        from designer.backends.hf import model_folder
+        from designer.llm.hf import model_folder
 
         folder = model_folder(model)
         try:

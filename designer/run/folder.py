@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 PHASES = ("train", "validate", "heldout", "propose", "verify")  # the timed parts of a stage
-SELECTED = "selected.json"  # the run's result, once its last stage is done (designer.selection)
+SELECTED = "selected.json"  # the run's result, once its last stage is done (designer.run.selection)
 
 
 class RunLocked(RuntimeError):
@@ -91,7 +91,7 @@ class RunFolder:
         return json.loads((self.path / rel).read_text())
 
     def selection(self) -> dict[str, Any] | None:
-        """The run's result (`designer.selection`, written after its last stage): rule,
+        """The run's result (`designer.run.selection`, written after its last stage): rule,
         chosen stage, scores, held-out table. None before the run ends, and for runs saved
         before selection existed (their result is their last stage)."""
         return self.read_json(SELECTED) if (self.path / SELECTED).is_file() else None

@@ -9,11 +9,11 @@ Stage k of `ClosedLoop.run()`:
 3. build the context (F, G, H without round 0, T, optional S) and ask the engineer for
    candidates (an LLM engineer that fails falls back to the `rules` engineer, and the log says
    so);
-4. verify every candidate with the current policy on fresh levels (`designer.verify`, one jit)
+4. verify every candidate with the current policy on fresh levels (`designer.run.scoring`, one jit)
    and choose by the documented rule (engineers marked unverified take their own proposal);
-5. write everything to the run folder (`designer.runfolder`) and mark the stage done.
+5. write everything to the run folder (`designer.run.folder`) and mark the stage done.
 
-After the last stage the run hands back one stage's policy (`designer.selection`): by default
+After the last stage the run hands back one stage's policy (`designer.run.selection`): by default
 the one with the best validation score, written with its held-out table to `selected.json`.
 
 Round 0 starts from a random config drawn from the seed, the same for every engineer, as in
@@ -39,15 +39,15 @@ from typing import Any
 import jax
 import numpy as np
 
-from designer.context import Context, ContextBuilder, HistoryEntry, editable_values
-from designer.engineers import make_engineer
-from designer.runfolder import SELECTED, RunFolder
-from designer.sampling import random_values
-from designer.selection import select_stage
+from designer.engineer.context import Context, ContextBuilder, HistoryEntry, editable_values
+from designer.engineer.engineers import make_engineer
+from designer.engineer.sampling import random_values
+from designer.run.folder import SELECTED, RunFolder
+from designer.run.scoring import Verifier
+from designer.run.selection import select_stage
 from designer.settings import RunSettings, upgrade_saved
 from designer.tasks import make_task
 from designer.trainees import make_trainee
-from designer.verify import Verifier
 
 
 @dataclass
@@ -219,7 +219,7 @@ class ClosedLoop:
 
     # --------------------------------------------------------------- selection
     def _finish(self, results: list[StageResult], runner: Any) -> list[StageResult]:
-        """The run's result once its last stage is done: the stage `designer.selection`
+        """The run's result once its last stage is done: the stage `designer.run.selection`
         chooses on validation, with its held-out table, in `selected.json` (read back when a
         finished run is resumed). A chosen stage whose held-out split was skipped
         (`heldout_every`) is restored from its checkpoint and evaluated with the key the loop
@@ -333,7 +333,7 @@ class ClosedLoop:
 
     def _events(self, r: StageResult) -> None:
         """TensorBoard scalars of a finished stage (x axis: training env steps)."""
-        from designer.tensorboard import EventLog
+        from designer.run.tensorboard import EventLog
 
         log = EventLog(self.folder.path)
         vals = {f"train/{k}": v for k, v in r.train.items() if isinstance(v, float | int)}

@@ -81,7 +81,7 @@ class Task:
     markdown: Callable[[Any, str], str]  # (table, title) -> the task's table in markdown
     guidelines: Path | tuple[Path, ...]  # G: the family's shipped guidelines (files, joined)
     curriculum: Curriculum
-    # the one validation number model selection maximises (designer.selection): a table's
+    # the one validation number model selection maximises (designer.run.selection): a table's
     # to_dict -> a float, larger is better
     score: Callable[[Mapping[str, Any]], float]
     targets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # verification coverage

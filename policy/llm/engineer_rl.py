@@ -155,7 +155,7 @@ class EngineerLearner:
     # ------------------------------------------------------------------------ data
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """The ids the transformers backend feeds for ``messages`` (its own code)."""
-        from designer.backends.hf import TransformersBackend
+        from designer.llm.hf import TransformersBackend
 
         return TransformersBackend.prompt_ids(SimpleNamespace(tokenizer=self.tokenizer,
                                                               model="engineer"), messages)

@@ -11,13 +11,13 @@ One stage (`train_stage(state, config, key)`):
    paper's reward from the verifier; the LoRA model carries over from stage to stage.
 
 `validate(state, validator, key)`: a stratified subset of the split (``validation_per_cell`` /
-``heldout_per_cell`` instances per (agents, size) cell, in `designer.plan_eval`'s order when the
-builder passes its ``select``), one batched sampler call per ``eval_batch`` prompts (greedy by
-default), every reply scored in one verifier call (`jaxenv.mapf.plans.verify_texts`, the scorer
-of `envengineer eval --llm`), and the task's own table: the same `Validation` the PPO trainee
-returns, so F, the report and `compare` read it unchanged. Failure causes per instance come from
-the verifier's checks (conflict -> vertex, hole, out of bounds, anything else -> timeout: the
-plan never got everyone home).
+``heldout_per_cell`` instances per (agents, size) cell, in `designer.tasks.mapf.plan_eval`'s
+order when the builder passes its ``select``), one batched sampler call per ``eval_batch``
+prompts (greedy by default), every reply scored in one verifier call
+(`jaxenv.mapf.plans.verify_texts`, the scorer of `envengineer eval --llm`), and the task's own
+table: the same `Validation` the PPO trainee returns, so F, the report and `compare` read it
+unchanged. Failure causes per instance come from the verifier's checks (conflict -> vertex,
+hole, out of bounds, anything else -> timeout: the plan never got everyone home).
 
 `evaluator(state, cfgs, key, n_per_config)`: verification. ``verify_levels`` fresh levels of each
 stacked candidate config, whole plans sampled for all of them in one batch, success = valid.
@@ -75,7 +75,7 @@ def stratified(meta: dict[str, Any], per_cell: int, limit: int | None = None,
                seed: int = 0) -> np.ndarray:
     """The first ``per_cell`` positions of each (agents, size) cell in a seeded shuffle, at
     most ``limit`` (used when no ``select`` is given; the loop passes
-    `designer.plan_eval.select`, the order of `envengineer eval --llm`)."""
+    `designer.tasks.mapf.plan_eval.select`, the order of `envengineer eval --llm`)."""
     agents, size = np.asarray(meta["agents"]), np.asarray(meta["size"])
     out = []
     for a, s in sorted({(int(a), int(s)) for a, s in zip(agents, size, strict=True)}):

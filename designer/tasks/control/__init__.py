@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from designer.context import PROMPTS
+from designer.engineer.context import PROMPTS
 from designer.tasks.base import Curriculum, Task
 from jaxenv.control.registry import family, make
 from jaxenv.control.sets import HELDOUT, VALIDATION
@@ -36,7 +36,7 @@ BRAX_DEFAULTS: dict[str, Any] = {
     "pool_size": 256, "lr": 3e-4, "ent_coef": 0.0, "hidden": 64, "gamma": 0.97, "gae_lambda": 0.95,
     "obs_norm": True, "separate_critic": True, "state_std": True}
 
-# Verification on the graded signal (`designer.verify`): a control family's success is
+# Verification on the graded signal (`designer.run.scoring`): a control family's success is
 # all-or-nothing per distribution (a policy balances every variant near its training range or
 # none), so on success every candidate scored 0.0 or 1.0, none fell inside [floor, ceiling] and
 # rules and mutate kept round 0's config forever (benchmarks/results/

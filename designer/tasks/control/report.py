@@ -4,7 +4,7 @@
 `env` is a control family) writes `report.md` and:
 
 - the held-out robustness table of each run's result (the stage chosen on validation,
-  `designer.selection`, or the final stage): success % and mean normalised
+  `designer.run.selection`, or the final stage): success % and mean normalised
   return over the family's frozen held-out variants (mean ± std over seeds), and per engineer
   the success % per parameter bin;
 - `heldout_curve.png`: held-out success % against training env steps and wall time;

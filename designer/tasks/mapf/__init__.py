@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from designer.context import PROMPTS, mapf_failures
+from designer.engineer.context import PROMPTS, mapf_failures
 from designer.tasks.base import CauseRule, Curriculum, Task
 from jaxenv.mapf import Capacity, MAPFFrozenLake
 from jaxenv.mapf.benchmark import format_markdown
@@ -40,7 +40,7 @@ def score(table: dict[str, Any]) -> float:
 
 def mapf_task(settings: Any) -> Task:
     """The MAPF task of a `RunSettings` (capacity, preset, pinned rules and rewards)."""
-    from designer.edits import preset_space
+    from designer.engineer.edits import preset_space
 
     cap = settings.capacity
     env = MAPFFrozenLake(Capacity(max_size=cap.max_size, max_agents=cap.max_agents,
