@@ -29,7 +29,6 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from designer.report import PAPER
 from designer.run.loop import ClosedLoop
 from designer.settings import (
     CapacitySettings,
@@ -38,6 +37,7 @@ from designer.settings import (
     TraineeSettings,
     VerifySettings,
 )
+from designer.tasks.mapf.report import PAPER
 from jaxenv.mapf.benchmark.failures import failure_samples
 from jaxenv.mapf.benchmark.report import format_markdown
 from policy import checkpoint

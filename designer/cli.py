@@ -257,7 +257,7 @@ def print_table(results: list[Any], title: str, selection: dict[str, Any] | None
     t.add_column("model")
     for k in ("3", "4", "5"):
         t.add_column(f"{k} agents (valid / optimal %)")
-    from designer.report import PAPER
+    from designer.tasks.mapf.report import PAPER
 
     for name, cells in PAPER.items():
         t.add_row(name, *[f"{v:.2f} / {o:.2f}" for v, o in cells])

@@ -60,9 +60,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from designer.report import AGENTS
 from designer.run.folder import RunFolder, RunLocked
 from designer.settings import RunSettings, upgrade_saved
+from designer.tasks.mapf.report import AGENTS
 
 FAULT_ENV = "ENVENGINEER_SWEEP_FAULT"
 FAULT_CHILD_ENV = "ENVENGINEER_SWEEP_FAULT_STAGE"

@@ -15,9 +15,9 @@ from designer.cli import main
 from designer.engineer.engineers import make_engineer
 from designer.settings import RunSettings
 from designer.tasks import make_task
-from designer.tasks.control import curriculum
+from designer.tasks.control.failures import control_failures
+from designer.tasks.control.task import curriculum
 from jaxenv.control.registry import family
-from jaxenv.control.validator import control_failures
 from policy.network import ActorCritic, init_params
 from policy.validation import validate
 

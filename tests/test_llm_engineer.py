@@ -21,13 +21,13 @@ from designer.engineer.context import (  # noqa: E402
     ContextBuilder,
     HistoryEntry,
     editable_values,
-    mapf_failures,  # noqa: E402
 )
 from designer.engineer.edits import preset_space  # noqa: E402
 from designer.engineer.engineers import LLMEngineer  # noqa: E402
 from designer.llm import LoggedBackend  # noqa: E402
 from designer.llm.calllog import CallLog  # noqa: E402
 from designer.llm.replay import ReplayBackend  # noqa: E402
+from designer.tasks.mapf.failures import mapf_failures  # noqa: E402
 from jaxenv.mapf import Capacity, MAPFFrozenLake  # noqa: E402
 from jaxenv.mapf.benchmark.validator import load_validator  # noqa: E402
 from policy import ActorCritic, Hparams, make_train, validate  # noqa: E402

@@ -153,7 +153,7 @@ def test_llm_validation_scores_like_plan_eval(tmp_path, kind):
     assert ((val.result.outcome == 0) == val.result.valid).all()
     # unparsable -> the plan never got everyone home
     assert (val.result.outcome[~ref.parsed[np.argsort(order)]] == CAUSES.index("timeout")).all()
-    from designer.engineer.context import mapf_failures
+    from designer.tasks.mapf.failures import mapf_failures
 
     assert mapf_failures(val, {"success_rate": 0.0}).summary()  # F reads it
 

@@ -79,7 +79,7 @@ def test_run_folder_holds_everything(straight):
 
 def test_the_run_hands_back_the_stage_chosen_on_validation(straight, env):
     from designer.run.selection import select_stage
-    from designer.tasks.mapf import score
+    from designer.tasks.mapf.task import score
 
     sel = json.loads((straight / "selected.json").read_text())
     tables = [json.loads((straight / "stages" / f"{k:03d}" / "validation.json").read_text())

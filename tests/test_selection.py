@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from designer.run.selection import select_stage
 from designer.settings import RunSettings, upgrade_saved
-from designer.tasks.control import score as control_score
-from designer.tasks.mapf import score as mapf_score
+from designer.tasks.control.task import score as control_score
+from designer.tasks.mapf.task import score as mapf_score
 
 scores = st.lists(st.integers(0, 6).map(float), min_size=1, max_size=12)
 

@@ -64,7 +64,7 @@ def trainee(tmp_path_factory):
 @pytest.fixture(scope="module")
 def world():
     """A context of a briefly trained PPO trainee (MAPF), and what verification needs."""
-    from designer.engineer.context import mapf_failures
+    from designer.tasks.mapf.failures import mapf_failures
     from jaxenv.mapf import Capacity, MAPFFrozenLake
     from jaxenv.mapf.benchmark.validator import load_validator
     from policy import ActorCritic, Hparams, make_train, validate

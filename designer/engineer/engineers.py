@@ -137,7 +137,7 @@ class RulesEngineer:
 
     def __init__(self, curriculum: Any = None, low: float = 0.3, high: float = 0.8):
         if curriculum is None:
-            from designer.tasks.mapf import CURRICULUM as curriculum
+            from designer.tasks.mapf.task import CURRICULUM as curriculum
         self.curriculum, self.low, self.high = curriculum, low, high
 
     def propose(self, context: Any) -> list[Proposal]:

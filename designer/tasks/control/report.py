@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from designer.report import (
+from designer.tasks.report import (
     Run,
-    _ms,
     group,
     heldout_curve_plot,
+    mean_std,
     panel_grid,
     save_figure,
     selection_lines,
@@ -53,8 +53,8 @@ def summary_table(runs: list[Run]) -> list[str]:
         f = _finals(rs)
         steps = np.mean([r.stages[-1]["env_steps"] for r in rs])
         ver = sum(sum(s["times"].get("verify_episodes", 0) for s in r.stages) for r in rs)
-        rows.append(f"| **{label}** | {len(rs)} | {_ms([x['success'] for x in f])} | "
-                    f"{_ms([x['normalized_return'] for x in f])} | {steps:,.0f} | "
+        rows.append(f"| **{label}** | {len(rs)} | {mean_std([x['success'] for x in f])} | "
+                    f"{mean_std([x['normalized_return'] for x in f])} | {steps:,.0f} | "
                     f"{ver // max(len(rs), 1):,} per run |")
     return rows
 
@@ -72,7 +72,7 @@ def bin_tables(runs: list[Run], name: str) -> list[str]:
         for p in fam.params:
             rows = f[0]["by_param"][p.name]
             cells = [f"{rows[b]['value_lo']:.3g}-{rows[b]['value_hi']:.3g}: "
-                     f"{_ms([x['by_param'][p.name][b]['success'] for x in f])}"
+                     f"{mean_std([x['by_param'][p.name][b]['success'] for x in f])}"
                      for b in range(len(rows))]
             out.append(f"| {p.name} ({p.unit}) | " + " | ".join(cells) + " |")
         out.append("")

@@ -1,16 +1,32 @@
-"""Text shared by every family's F (what the engineer reads about a stage's failures).
+"""F, the failure report of one stage that the engineer reads: what every family's F offers
+(`Failures`) and the text all of them share.
 
-MAPF's F (`designer.engineer.context.Failures`) and a control family's (`jaxenv.control.validator.
-ControlFailures`) word their tables differently but report two things the same way: the
-training stage's own outcomes, from a trainer's stage summary (`policy.ppo.summarize_metrics`:
-`success_rate`, the share of outcome 0, and `cause_<outcome>`, the share of every other
-outcome), and the most common ways the failed episodes ended. This module sits below both
-(jaxenv imports nothing from policy or designer).
+Each family words its tables in its own F (`designer.tasks.<family>.failures`) but reports two
+things the same way: the training stage's own outcomes, from a trainer's stage summary
+(`success_rate`, the share of outcome 0, and `cause_<outcome>`, the share of every other
+outcome), and the most common ways the failed episodes ended.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
+
+
+class Failures(Protocol):
+    """F of one stage, as the context builder, the history and the rules engineer read it."""
+
+    split: str
+    train: dict[str, float]
+    trajectories: list[str]
+
+    def summary(self) -> str: ...
+
+    def render(self, *, n_traj: int, sizes: int | None, cells: bool = True) -> str: ...
+
+    def cause_totals(self) -> dict[str, int]: ...
+
+    def failures_by_key(self, knob: str) -> dict[str, float] | None: ...
 
 
 def training_lines(train: Mapping[str, float], *, episodes: str, ok: str,
