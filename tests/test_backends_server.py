@@ -31,8 +31,8 @@ pytestmark = pytest.mark.skipif(
 from designer.engineer.edits import RATIONALE, edit_schema  # noqa: E402
 from designer.llm import LoggedBackend, make_backend  # noqa: E402
 from designer.llm.calllog import CallLog  # noqa: E402
-from designer.llm.hf import default_model  # noqa: E402
 from jaxenv.mapf import make_config_space  # noqa: E402
+from policy.llm.models import default_model  # noqa: E402
 
 SPACE = make_config_space()
 SCHEMA = edit_schema(SPACE)

@@ -16,7 +16,8 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -192,3 +193,15 @@ def with_retries(call: Callable[[], T], *, attempts: int, backoff_s: float,
             sleep(delay)
             delay = min(delay * 2, max_backoff_s)
     raise AssertionError("unreachable")
+
+
+@contextmanager
+def model_errors() -> Iterator[None]:
+    """A model that cannot be found or loaded (`policy.llm.models.ModelUnavailable`) raised
+    as the `BackendError` every engineer falls back on."""
+    from policy.llm.models import ModelUnavailable
+
+    try:
+        yield
+    except ModelUnavailable as e:
+        raise BackendError(str(e)) from None

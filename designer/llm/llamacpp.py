@@ -27,10 +27,11 @@ from designer.llm.base import (
     Messages,
     Reply,
     make_reply,
+    model_errors,
     with_retries,
 )
 from designer.llm.grammar import GrammarCache, LocalDecoder
-from designer.llm.hf import default_model, default_threads
+from policy.llm.models import default_model, default_threads
 
 
 class LlamaCppBackend(LocalDecoder):
@@ -48,7 +49,8 @@ class LlamaCppBackend(LocalDecoder):
         except ImportError as e:
             raise BackendError(f"the llamacpp backend needs llama-cpp-python and outlines "
                                f"(pip install -e '.[llamacpp]'): {e}") from None
-        path = default_model() if model is None else Path(model).expanduser()
+        with model_errors():
+            path = default_model() if model is None else Path(model).expanduser()
         if not path.is_file():
             raise BackendError(f"GGUF file {path} not found (the llamacpp backend loads a "
                                f".gguf file; nothing is downloaded)")

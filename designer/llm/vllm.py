@@ -56,9 +56,11 @@ class VLLMBackend:
         except ImportError as e:
             raise BackendError(f"the vllm backend needs vLLM and a GPU "
                                f"(pip install -e '.[vllm]'): {e}") from None
-        from designer.llm.hf import model_folder
+        from designer.llm.base import model_errors
+        from policy.llm.models import model_folder
 
-        folder = model_folder(model)
+        with model_errors():
+            folder = model_folder(model)
         try:
             self.llm = LLM(model=str(folder), max_model_len=max_model_len,
                            gpu_memory_utilization=gpu_memory_utilization, seed=0,
