@@ -414,8 +414,8 @@ def llm_backend(args: argparse.Namespace) -> Any:
 def cmd_eval_llm(args: argparse.Namespace) -> int:
     """`eval --llm`: an LLM writes whole plans for a split's instances; the paper's table."""
     from designer.llm import NAMES, BackendError
-    from designer.tasks.mapf import plan_eval
-    from designer.tasks.mapf.answer_log import AnswerLog
+    from designer.tasks.mapf.plans import evaluate as plan_eval
+    from designer.tasks.mapf.plans.answer_log import AnswerLog
 
     if args.from_answers is not None:
         if not args.from_answers.is_file():

@@ -19,7 +19,7 @@ trainee; they call only this protocol:
   never leaves a checkpoint that a resume would read half-written).
 
 `PPOTrainee` wraps `policy.ppo.make_train` unchanged (same numbers, same checkpoint layout);
-the LLM trainee is `policy.llm.trainee.LLMTrainee`.
+the LLM trainee is `designer.tasks.mapf.plans.trainee.LLMTrainee`.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from designer.cli import main
 from designer.llm import BackendError, LoggedBackend, make_backend
 from designer.llm.base import Reply
 from designer.llm.calllog import CallLog
-from designer.tasks.mapf import plan_eval
-from designer.tasks.mapf.answer_log import AnswerLog
-from designer.tasks.mapf.plan_prompt import plan_messages, plan_schema
+from designer.tasks.mapf.plans import evaluate as plan_eval
+from designer.tasks.mapf.plans.answer_log import AnswerLog
+from designer.tasks.mapf.plans.prompt import plan_messages, plan_schema
 from jaxenv.mapf.benchmark.heldout import load_split
 from jaxenv.mapf.benchmark.report import make_table
 from jaxenv.mapf.plans import CHECKS, format_plan

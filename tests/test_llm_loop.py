@@ -1,7 +1,7 @@
 """The GRPO LLM trainee in the closed loop (`envengineer run --trainee llm`): the trainee
 protocol end to end (run folder, report), a stopped run resumed from its orbax checkpoint, and
 the LLM validation scored exactly like `envengineer eval --llm`
-(`designer.tasks.mapf.plan_eval.score`).
+(`designer.tasks.mapf.plans.evaluate.score`).
 
 Needs the tunix extra (skipped without it); the model is the tiny random-weight Llama of
 tests/tiny_tunix.py (no download), with 1 GRPO step of 2 samples and 3 validation instances."""
@@ -121,10 +121,10 @@ def test_llm_validation_scores_like_plan_eval(tmp_path, kind):
     """The trainee's validation table equals `plan_eval.score`'s on the same replies:
     the stored optimal plans -> 100 % valid and optimal; garbage -> 0 %. (The stored plans are
     SoC-optimal, not always at the optimal makespan: both sides grade sum of costs here.)"""
-    from designer.tasks.mapf.answer_log import AnswerLog
-    from designer.tasks.mapf.plan_eval import score, select
+    from designer.tasks.mapf.plans.answer_log import AnswerLog
+    from designer.tasks.mapf.plans.evaluate import score, select
+    from designer.tasks.mapf.plans.trainee import LLMTrainee
     from jaxenv.mapf.benchmark.validator import load_validator
-    from policy.llm.trainee import LLMTrainee
 
     v = load_validator("validation", cost="soc")
     pos = select(v.meta, per_cell=1)[:6]
@@ -162,8 +162,8 @@ def test_export_hf_calls_the_export_module(tmp_path, tiny):
     """`export_hf` hands the current model to `policy.llm.export.export_hf` (skipped until
     that module exists)."""
     pytest.importorskip("policy.llm.export", reason="policy.llm.export is not here yet")
+    from designer.tasks.mapf.plans.trainee import LLMTrainee
     from jaxenv.mapf.config import Capacity
-    from policy.llm.trainee import LLMTrainee
 
     t = LLMTrainee(tiny_settings(tiny).llm, Capacity(max_size=4, max_agents=2))
     t.init(jax.random.PRNGKey(0))

@@ -1,9 +1,9 @@
 """Whole-plan evaluation of any LLM on a frozen split: the paper's trainee setting, measured.
 
 `ask(backend, answers, ...)` renders each instance as the paper's prompt
-(`designer.tasks.mapf.plan_prompt`), asks the backend for all agents' plans in one reply
-(free text by default, a JSON-schema constrained reply with ``mode="json"``) and appends every
-answer to the answer file as it arrives (`designer.tasks.mapf.answer_log`): a stop at any point
+(`designer.tasks.mapf.plans.prompt`), asks the backend for all agents' plans in one reply (free
+text by default, a JSON-schema constrained reply with ``mode="json"``) and appends every answer
+to the answer file as it arrives (`designer.tasks.mapf.plans.answer_log`): a stop at any point
 loses at most the answer being written, and the next call skips every instance already answered.
 `score(answers)` then parses every reply with the bounded parser and checks them all in **one**
 batched verifier call (`jaxenv.mapf.plans.verify_batch`), and `markdown(result)` prints the
@@ -32,8 +32,8 @@ import jax
 import numpy as np
 
 from designer.llm.base import BackendError
-from designer.tasks.mapf.answer_log import AnswerLog
-from designer.tasks.mapf.plan_prompt import MODES, PROMPT_VERSION, plan_messages, plan_schema
+from designer.tasks.mapf.plans.answer_log import AnswerLog
+from designer.tasks.mapf.plans.prompt import MODES, PROMPT_VERSION, plan_messages, plan_schema
 from jaxenv.mapf.benchmark.heldout import load_split
 from jaxenv.mapf.benchmark.report import Table, format_markdown, make_table
 from jaxenv.mapf.level import Level

@@ -7,7 +7,8 @@ starts correct, agent count, no hole, in bounds) and optimal at the optimal cost
 (/work/shared/paper.md "MAPF-FrozenLake"). The paper does not publish its prompt's wording, so
 `plan_messages` states exactly those rules, shows the grid with `jaxenv.mapf.render.
 render_text` and asks for the text form of docs/plan_format.md that
-`jaxenv.mapf.plans.parse_plan` reads. `PROMPT_VERSION` names this wording: answers written
+`jaxenv.mapf.plans.parse_plan` reads (the LLM trainee's GRPO, validation and verification ask
+in the `BRIEF` wording of the same rules). `PROMPT_VERSION` names this wording: answers written
 under another wording are never mixed with these (the answer log checks it).
 
 Constrained mode (`constrained=True`): the reply must be the JSON form
@@ -28,6 +29,9 @@ from jaxenv.mapf.render import render_text
 PROMPT_VERSION = "plan-v1"
 MAX_PATH_FACTOR = 4  # cells per path in the constrained form, per unit of map side
 MODES = ("text", "json")  # free text (the paper's) or JSON-schema constrained
+# The LLM trainee's own wording (GRPO, its validation and verification): the same rules in a
+# few lines, so that the CPU preset's prompts fit its prompt-length cap.
+BRIEF = "brief"
 
 SYSTEM = ("You are an expert planner for multi-agent path finding. You write complete, "
           "collision-free plans for every agent at once.")
@@ -47,6 +51,12 @@ step. The format, shown for two agents on another grid:
 A0: (0,0) -> (0,1) -> (1,1)
 A1: (2,2) -> (2,2) -> (2,1)"""
 
+BRIEF_SYSTEM = ("You plan paths for agents on a frozen lake. Every agent moves at most one cell "
+                "(up, down, left, right) or waits each time step; agents never share a cell or "
+                "swap cells; nobody steps on a hole (H) or off the grid. Reply with one line per "
+                "agent, its cells from its start to its goal, like\nA0: (0,0) -> (0,1) -> (1,1)\n"
+                "A1: (2,2) -> (2,2) -> (2,1)")
+
 JSON_ANSWER = """Write the plan as one JSON object with one key per agent ("A0", "A1", ...); \
 each value lists every cell the agent occupies from its start (time 0) to its goal, one \
 [row, col] pair per time step. \
@@ -55,9 +65,13 @@ The format, shown for two agents on another grid:
 
 
 def plan_messages(level: Level, mode: str = "text") -> list[dict[str, str]]:
-    """The chat messages that ask for one unbatched level's whole plan (`mode` in `MODES`)."""
+    """The chat messages that ask for one unbatched level's whole plan (`mode`: one of
+    `MODES`, or `BRIEF`, the trainee's wording)."""
+    if mode == BRIEF:
+        return [{"role": "system", "content": BRIEF_SYSTEM},
+                {"role": "user", "content": render_text(level) + "\nWrite the plan."}]
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        raise ValueError(f"mode must be one of {MODES} or {BRIEF!r}, got {mode!r}")
     k = int(level.n_agents)
     answer = TEXT_ANSWER if mode == "text" else JSON_ANSWER
     user = (f"Plan the paths of all {k} agents on this frozen lake.\n\n{render_text(level)}\n\n"

@@ -2,9 +2,10 @@
 
 The paper trains on 2-agent instances drawn from its generator; here a stage is
 ``generate_batch(key, cfg, cap, n)`` from a ``MAPFConfig`` (the same config space the engineers
-edit), each level rendered by ``jaxenv.mapf.render.render_text`` into a chat prompt that asks for
-the whole plan in the text form of docs/plan_format.md. Each level also gets one exact plan
-(``jaxenv.mapf.solvers.cbs.solve``, SoC-optimal) for the SFT warm start.
+edit), each level rendered into the whole-plan prompt (``designer.tasks.mapf.plans.prompt``, its
+``brief`` wording) that asks for the plan in the text form of docs/plan_format.md. Each level
+also gets one exact plan (``jaxenv.mapf.solvers.cbs.solve``, SoC-optimal) for the SFT warm
+start.
 
 Presets (``PRESETS``): ``cpu`` (2 agents on 3x3 and 4x4, few holes, a handful of instances per
 round, group 4), ``cpu_easy`` (its easiest stage: 3x3, no holes) and ``paper`` (2 agents on
@@ -13,24 +14,19 @@ round, group 4), ``cpu_easy`` (its easiest stage: 3x3, no holes) and ``paper`` (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from designer.tasks.mapf.plans.prompt import plan_messages
+from designer.tasks.mapf.plans.reward import RewardConfig, plan_reward
 from jaxenv.mapf.config import Capacity, MAPFConfig, make_config_space
 from jaxenv.mapf.generator import generate_batch
 from jaxenv.mapf.level import Level
 from jaxenv.mapf.plans.parse import format_plan
-from jaxenv.mapf.render import render_text
 from jaxenv.mapf.solvers.cbs import solve
-
-SYSTEM = ("You plan paths for agents on a frozen lake. Every agent moves at most one cell "
-          "(up, down, left, right) or waits each time step; agents never share a cell or swap "
-          "cells; nobody steps on a hole (H) or off the grid. Reply with one line per agent, "
-          "its cells from its start to its goal, like\nA0: (0,0) -> (0,1) -> (1,1)\n"
-          "A1: (2,2) -> (2,2) -> (2,1)")
 
 
 class StagePreset(BaseModel):
@@ -80,12 +76,6 @@ def config(p: StagePreset) -> MAPFConfig:
     return space.to_config(v)
 
 
-def prompt_messages(level: Level) -> list[dict[str, str]]:
-    """The chat messages for one (unbatched) level."""
-    return [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": render_text(level) + "\nWrite the plan."}]
-
-
 def index(levels: Level, i: int) -> Level:
     return jax.tree.map(lambda x: x[i], levels)
 
@@ -104,11 +94,19 @@ def optimal_plan(level: Level) -> str:
 
 @dataclass
 class Stage:
-    """One round's data: levels [B], their chat messages and one optimal plan each."""
+    """One round's data: levels [B], their chat messages, one optimal plan each and the
+    paper's reward constants (a `policy.llm.stage.Stage`)."""
 
     levels: Level
     messages: list[list[dict[str, str]]]
     answers: list[str]
+    reward_config: RewardConfig = field(default_factory=RewardConfig)
+
+    def reward(self, idx: np.ndarray, completions: list[str], n_tokens: list[int],
+               progress: float) -> dict[str, np.ndarray]:
+        """The paper's reward of each completion against level `idx[i]`."""
+        return plan_reward(index_many(self.levels, idx), completions, n_tokens, progress,
+                           self.reward_config)
 
 
 def draw(key: jax.Array, p: StagePreset, n: int | None = None) -> Stage:
@@ -116,7 +114,7 @@ def draw(key: jax.Array, p: StagePreset, n: int | None = None) -> Stage:
     n = p.instances if n is None else n
     levels = generate_batch(key, config(p), capacity(p), n)
     one = [index(levels, i) for i in range(n)]
-    return Stage(levels=levels, messages=[prompt_messages(lv) for lv in one],
+    return Stage(levels=levels, messages=[plan_messages(lv, "brief") for lv in one],
                  answers=[optimal_plan(lv) for lv in one])
 
 

@@ -5,13 +5,13 @@ One stage (`train_stage(state, config, key)`):
 1. draw ``instances`` levels from the stage's generator config (the engineer's edit through
    the same `ConfigSpace`; the config's agent weights and the run's capacity decide agents and
    maps; the paper trains on 2-agent instances), rendered as the trainee's chat prompt
-   (`policy.llm.stages.prompt_messages`);
+   (`designer.tasks.mapf.plans.prompt.plan_messages`, its brief wording);
 2. the first stage only, with ``sft_steps`` > 0: the warm start on solver-optimal plans;
 3. ``steps`` GRPO updates (tunix, LoRA by default) on prompts drawn from those levels, the
    paper's reward from the verifier; the LoRA model carries over from stage to stage.
 
 `validate(state, validator, key)`: a stratified subset of the split (``validation_per_cell`` /
-``heldout_per_cell`` instances per (agents, size) cell, in `designer.tasks.mapf.plan_eval`'s
+``heldout_per_cell`` instances per (agents, size) cell, in `designer.tasks.mapf.plans.evaluate`'s
 order when the builder passes its ``select``), one batched sampler call per ``eval_batch``
 prompts (greedy by default), every reply scored in one verifier call
 (`jaxenv.mapf.plans.verify_texts`, the scorer of `envengineer eval --llm`), and the task's own
@@ -75,7 +75,7 @@ def stratified(meta: dict[str, Any], per_cell: int, limit: int | None = None,
                seed: int = 0) -> np.ndarray:
     """The first ``per_cell`` positions of each (agents, size) cell in a seeded shuffle, at
     most ``limit`` (used when no ``select`` is given; the loop passes
-    `designer.tasks.mapf.plan_eval.select`, the order of `envengineer eval --llm`)."""
+    `designer.tasks.mapf.plans.evaluate.select`, the order of `envengineer eval --llm`)."""
     agents, size = np.asarray(meta["agents"]), np.asarray(meta["size"])
     out = []
     for a, s in sorted({(int(a), int(s)) for a, s in zip(agents, size, strict=True)}):
@@ -157,11 +157,12 @@ class LLMTrainee:
         return generate_batch(key, config, self.cap, n)
 
     def _prompts(self, state: LLMState, levels: Level) -> list[str]:
+        from designer.tasks.mapf.plans.prompt import BRIEF, plan_messages
+        from designer.tasks.mapf.plans.stages import index
         from policy.llm import tunix_adapter as adapter
-        from policy.llm.stages import index, prompt_messages
 
         n = int(np.asarray(levels.size).shape[0])
-        return [adapter.chat_prompt(state.tokenizer, prompt_messages(index(levels, i)))
+        return [adapter.chat_prompt(state.tokenizer, plan_messages(index(levels, i), BRIEF))
                 for i in range(n)]
 
     def _sample(self, state: LLMState, prompts: list[str], key: jax.Array) -> list[str]:
@@ -187,16 +188,17 @@ class LLMTrainee:
     # ---------------------------------------------------------------- protocol: training
     def train_stage(self, state: LLMState, config: Any, key: jax.Array, *,
                     stage: int = 0) -> tuple[LLMState, dict[str, Any]]:
+        from designer.tasks.mapf.plans.prompt import BRIEF, plan_messages
+        from designer.tasks.mapf.plans.stages import Stage, index, optimal_plan
         from policy.llm import sft
         from policy.llm.grpo import GRPOSettings, GRPOTrainee
-        from policy.llm.stages import Stage, index, optimal_plan, prompt_messages
 
         s = self.s
         k_data, k_seed = jax.random.split(key)
         levels = self._levels(k_data, config, s.instances)
         one = [index(levels, i) for i in range(s.instances)]
         warm = state.stages == 0 and state.actor is None and s.sft_steps > 0
-        data = Stage(levels=levels, messages=[prompt_messages(lv) for lv in one],
+        data = Stage(levels=levels, messages=[plan_messages(lv, BRIEF) for lv in one],
                      answers=[optimal_plan(lv) for lv in one] if warm else [""] * len(one))
         out: dict[str, Any] = {}
         if warm:  # before LoRA: the warm start moves the base (the reference) itself
