@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from plan_helpers import level_of
 
 from designer.engineer.edits import RATIONALE_CHARS, apply_edit, edit_schema, preset_space
-from jaxenv.config_space import loads_bounded
 from jaxenv.mapf import make_config_space
 from jaxenv.mapf.plans import format_plan, parse_plan, verify_text
+from jaxenv.replies import loads_bounded
 
 FULL = make_config_space(max_size=10, max_agents=5)
 SPACES = {"paper": preset_space(FULL, "paper"), "open": preset_space(FULL, "open")}

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from jaxenv.config_space import MAX_JSON_CHARS, loads_bounded
+from jaxenv.replies import MAX_JSON_CHARS, loads_bounded
 
 T = TypeVar("T")
 Messages = list[dict[str, str]]
