@@ -1,9 +1,9 @@
 """Latency of the environment engineer: verification of candidates and LLM proposals.
 
 - Verification: seconds per candidate to generate `--episodes` fresh levels from a candidate
-  config and play them with the current policy (`designer.run.scoring.Verifier`, one jitted call for
-  `--k` candidates), and the number of compilations over `--stages` stages of random candidate
-  batches after warm-up (goal: 0);
+  config and play them with the current policy (`designer.run.scoring.CandidateScorer`, one
+  jitted call for `--k` candidates), and the number of compilations over `--stages` stages of
+  random candidate batches after warm-up (goal: 0);
 - Proposals: seconds per proposal (one engineer call writing the run's `candidates` edits, as
   in a stage) and per candidate, and reply tokens/s (the model's own token counts), of the
   embedded SmolLM2-135M (transformers + outlines, CPU) writing grammar-constrained edits from a
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
                                                  jax.random.PRNGKey(i))
         jax.block_until_ready(runner)
         train_s = time.perf_counter() - t
-        verifier, space = loop.verifier, loop.space
+        verifier, space = loop.scorer, loop.space
         rng = np.random.default_rng(0)
         t = time.perf_counter()
         verifier.score(runner.params, [values] * a.k, values, jax.random.PRNGKey(99))

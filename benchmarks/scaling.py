@@ -11,8 +11,8 @@ agents, so every env-step is `--agents` agent-steps), at batch B = 2^6, 2^7, ...
   each env with its own slip probability; B envs x `scan` steps per run (`--env-budget`);
 - train: one `policy.make_train(...).train_stage` of `--updates` x `--rollout` steps over B envs,
   everything included (stage pool generation, rollouts, GAE, PPO epochs);
-- verify: `designer.run.scoring.Verifier(env, network, k, episodes=B/k).score(...)` on k candidate
-  configs (level generation included); env-steps are the episodes' actual lengths.
+- verify: `designer.run.scoring.CandidateScorer(env, network, k, episodes=B/k).score(...)` on k
+  candidate configs (level generation included); env-steps are the episodes' actual lengths.
 
 Device count D (strong scaling, `--device-batch` envs split over D devices; env and train only,
 the verifier runs on one device): real devices where the backend has several, else host CPU
@@ -255,13 +255,13 @@ def measure_verify(s: Settings, batch: int) -> dict:
     import jax
     import numpy as np
 
-    from designer.run.scoring import Verifier
+    from designer.run.scoring import CandidateScorer
     from policy import ActorCritic, init_params
 
     env, _, values = _env_and_config(s)
     network = ActorCritic(hidden=s.hidden)
     k = s.verify_k
-    verifier = Verifier(env, network, k=k, episodes=batch // k)
+    verifier = CandidateScorer(env, network, k=k, episodes=batch // k)
     n_sizes = len(values["size_weights"])
     top = verifier.space["hole_ratio"].high
     cands = [dict(values, hole_ratio=[round(min(top, 0.05 * i), 2)] * n_sizes)
@@ -456,7 +456,8 @@ def run(a: argparse.Namespace, argv: Sequence[str]) -> dict:
     dev_batch = max(dev_batch, max(counts))
     dev_workloads = [w for w in workloads if w != "verify" and not (a.quick and w == "train")]
     result["devices"] = {"batch": dev_batch, "host_devices": cpu, "env": [], "train": [],
-                         "verify": "not measured: designer.run.scoring.Verifier runs on one device"}
+                         "verify": "not measured: designer.run.scoring.CandidateScorer runs "
+                                   "on one device"}
     for d in counts if dev_workloads else []:
         for r in _run_worker({"kind": "devices", "devices": d, "batch": dev_batch,
                               "workloads": dev_workloads, "settings": asdict(s)},

@@ -439,7 +439,7 @@ def cmd_eval_llm(args: argparse.Namespace) -> int:
         print(f"answers: {path} ({counts['selected']} selected, {counts['had']} answered "
               f"before, {counts['asked']} asked now, {counts['errors']} backend errors)",
               file=sys.stderr)
-    result = plan_eval.score(answers, cost=args.cost)
+    result = plan_eval.evaluate(answers, cost=args.cost)
     text = plan_eval.markdown(result)
     print(text)
     if args.table:

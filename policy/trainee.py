@@ -13,7 +13,7 @@ trainee; they call only this protocol:
   ``compare`` read every kind the same way;
 - ``evaluator(policy(state), cfgs, key, n_per_config=n)``: fresh levels of each stacked
   candidate config played by the current trainee (an `EvalResult` whose ``valid`` metric is
-  success), the scorer `designer.run.scoring.Verifier` turns into learnability;
+  success), the scorer `designer.run.scoring.CandidateScorer` turns into learnability;
   ``verify_episodes(requested)`` is how many levels per candidate it plays;
 - ``save(directory, state, step)`` / ``restore(directory, state)``: orbax, atomic (a kill -9
   never leaves a checkpoint that a resume would read half-written).

@@ -58,7 +58,7 @@ def test_rules_on_cartpole_leaves_round_0_under_the_graded_signal(tmp_path):
     balances nothing (success 0.0 on the candidate, which the success signal would reject:
     the config would stay round 0's forever), but its return is graded, inside the window, so
     the rules engineer's candidate is chosen and stage 1 trains on it."""
-    from designer.run.scoring import Score, Verifier
+    from designer.run.scoring import CandidateScorer, Score
 
     out = tmp_path / "graded"
     args = [a if a != "8192" else "65536" for a in TINY]  # 16 updates: some return, no success
@@ -78,7 +78,7 @@ def test_rules_on_cartpole_leaves_round_0_under_the_graded_signal(tmp_path):
     # the same scores under the success signal: nothing inside the window, round 0 kept
     space = make_task(RunSettings(env="cartpole", engineer="rules")).space
     plain = [Score.from_dict({**c["score"], "p": None, "signal": "success"}) for c in cands]
-    assert Verifier(evaluator=object(), space=space).choose(plain).index is None
+    assert CandidateScorer(evaluator=object(), space=space).choose(plain).index is None
 
 
 def test_pendulum_runs_with_the_gaussian_trainee(tmp_path):

@@ -1,7 +1,7 @@
 """The GRPO LLM trainee in the closed loop (`envengineer run --trainee llm`): the trainee
 protocol end to end (run folder, report), a stopped run resumed from its orbax checkpoint, and
 the LLM validation scored exactly like `envengineer eval --llm`
-(`designer.tasks.mapf.plans.evaluate.score`).
+(`designer.tasks.mapf.plans.evaluate.evaluate`).
 
 Needs the tunix extra (skipped without it); the model is the tiny random-weight Llama of
 tests/tiny_tunix.py (no download), with 1 GRPO step of 2 samples and 3 validation instances."""
@@ -118,11 +118,12 @@ def _plan_texts(meta, pos):
 
 @pytest.mark.parametrize("kind", ["optimal", "garbage", "mixed"])
 def test_llm_validation_scores_like_plan_eval(tmp_path, kind):
-    """The trainee's validation table equals `plan_eval.score`'s on the same replies:
+    """The trainee's validation table equals `plan_eval.evaluate`'s on the same replies:
     the stored optimal plans -> 100 % valid and optimal; garbage -> 0 %. (The stored plans are
     SoC-optimal, not always at the optimal makespan: both sides grade sum of costs here.)"""
     from designer.tasks.mapf.plans.answer_log import AnswerLog
-    from designer.tasks.mapf.plans.evaluate import score, select
+    from designer.tasks.mapf.plans.evaluate import evaluate as score
+    from designer.tasks.mapf.plans.evaluate import select
     from designer.tasks.mapf.plans.trainee import LLMTrainee
     from jaxenv.mapf.benchmark.validator import load_validator
 

@@ -94,7 +94,7 @@ def _engineer(trainee, tmp_path, log):
 def test_self_engineer_proposes_constrained_verified_logged(trainee, world, tmp_path):
     from designer.engineer.engineers import LLMEngineer
     from designer.llm.replay import ReplayBackend
-    from designer.run.scoring import Verifier
+    from designer.run.scoring import CandidateScorer
 
     ctx, space = world["ctx"], world["space"]
     log = CallLog(tmp_path / "calls.jsonl")
@@ -110,7 +110,7 @@ def test_self_engineer_proposes_constrained_verified_logged(trainee, world, tmp_
     for r in call["replies"]:  # the grammar bound every reply: each parses strictly
         assert r["edit"] is not None and r["error"] is None, r
     # verified and chosen like any engineer's candidates
-    ver = Verifier(world["env"], world["net"], k=4, episodes=16, space=space)
+    ver = CandidateScorer(world["env"], world["net"], k=4, episodes=16, space=space)
     scores = ver.score(world["params"], [p.values for p in props], ctx.current,
                        jax.random.PRNGKey(3))
     assert len(scores) == len(props)

@@ -43,7 +43,7 @@ from designer.engineer.context import Context, ContextBuilder, HistoryEntry, edi
 from designer.engineer.engineers import make_engineer
 from designer.engineer.sampling import random_values
 from designer.run.folder import SELECTED, RunFolder
-from designer.run.scoring import Verifier
+from designer.run.scoring import CandidateScorer
 from designer.run.selection import select_stage
 from designer.settings import RunSettings, upgrade_saved
 from designer.tasks import make_task
@@ -125,7 +125,7 @@ class ClosedLoop:
         self.validator, self.heldout = self.task.validator, self.task.heldout
         self.eval_cfg = self.task.eval_cfg  # validation and held-out play under the run's rules
         v = settings.verify
-        self.verifier = Verifier(evaluator=self.trainee.evaluator, k=v.k,
+        self.scorer = CandidateScorer(evaluator=self.trainee.evaluator, k=v.k,
                                  episodes=self.trainee.verify_episodes(v.episodes),
                                  floor=v.floor, ceiling=v.ceiling, targets=self.task.targets,
                                  space=self.space, signal=v.signal)
@@ -157,9 +157,9 @@ class ClosedLoop:
 
     def verify(self, policy: Any, stage: int, current: dict) -> Callable:
         def run(cands: list[dict]) -> list:
-            n = -(-len(cands) // self.verifier.k) * self.verifier.k
-            self.verify_episodes += n * self.verifier.episodes
-            return self.verifier.score(policy, cands, current, self.key(stage, 7))
+            n = -(-len(cands) // self.scorer.k) * self.scorer.k
+            self.verify_episodes += n * self.scorer.episodes
+            return self.scorer.score(policy, cands, current, self.key(stage, 7))
         return run
 
     # --------------------------------------------------------------------- run
@@ -294,7 +294,7 @@ class ClosedLoop:
             with self.phase(stage, "verify", times):
                 scores = ctx.verify([p.values for p in proposals])
             if getattr(self.engineer, "verified", True):
-                c = self.verifier.choose(scores)
+                c = self.scorer.choose(scores)
                 index, reason = c.index, c.reason
             else:
                 index, reason = 0, f"{self.engineer.name} takes its own proposal (unverified)"

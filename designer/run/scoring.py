@@ -1,9 +1,9 @@
-"""Fast verification: every candidate config played by the current policy, in one jitted call.
+"""Candidate scoring: every candidate config played by the current policy, in one jitted call.
 
-`Verifier.score(params, candidates, current, key)` stacks the candidates into one batched config
-pytree, padded to a fixed `k` (so after the first call verification never recompiles, whatever
-the values), generates `episodes` fresh levels from each candidate and plays them with the
-current policy (`policy.evaluate.Evaluator`, greedy, inside the same jit; or any trainee's
+`CandidateScorer.score(params, candidates, current, key)` stacks the candidates into one batched
+config pytree, padded to a fixed `k` (so after the first call verification never recompiles,
+whatever the values), generates `episodes` fresh levels from each candidate and plays them with
+the current policy (`policy.evaluate.Evaluator`, greedy, inside the same jit; or any trainee's
 `evaluator`, e.g. the LLM trainee's batched whole-plan sampler). Per candidate:
 
 - success: the share of successful episodes (the env's `valid` metric, e.g. MAPF's; else its
@@ -137,7 +137,7 @@ def graded_of(result: Any, signal: str) -> np.ndarray:
     raise ValueError(f"unknown verify signal {signal!r} (known: {', '.join(SIGNALS)})")
 
 
-class Verifier:
+class CandidateScorer:
     """Scores candidate configs with the current policy (see the module docstring)."""
 
     def __init__(self, env: Any = None, network: Any = None, *, evaluator: Any = None,

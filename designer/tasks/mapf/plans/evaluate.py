@@ -5,10 +5,10 @@
 text by default, a JSON-schema constrained reply with ``mode="json"``) and appends every answer
 to the answer file as it arrives (`designer.tasks.mapf.plans.answer_log`): a stop at any point
 loses at most the answer being written, and the next call skips every instance already answered.
-`score(answers)` then parses every reply with the bounded parser and checks them all in **one**
+`evaluate(answers)` then parses every reply with the bounded parser and checks them all in **one**
 batched verifier call (`jaxenv.mapf.plans.verify_batch`), and `markdown(result)` prints the
 paper-style table (valid % / optimal % by agents x map size, failed checks per cell) beside
-the paper's rows. `score` needs no model: a finished answer file is all it reads.
+the paper's rows. `evaluate` needs no model: a finished answer file is all it reads.
 
 Which instances: `eval_order(meta)` lists a split in a fixed stratified order, round-robin
 over the (agents, size) cells with the wait-ratio subsets interleaved inside each cell and a
@@ -182,7 +182,7 @@ class EvalResult:
     models: list[str] = field(default_factory=list)  # the models the replies name
 
 
-def score(answers: AnswerLog, cost: str = "makespan") -> EvalResult:
+def evaluate(answers: AnswerLog, cost: str = "makespan") -> EvalResult:
     """Parse every answer and verify all of them in one batched verifier call (no model)."""
     if answers.header is None or not answers.answers:
         raise ValueError(f"{answers.path} holds no answers")
