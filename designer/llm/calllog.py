@@ -10,20 +10,22 @@ Record kinds (field `kind`):
 - `note`: the caller's findings about an earlier call (`annotate(log_id, adjustments=...,
   rejection=...)`): the log is never rewritten, `calls()` merges notes into their call.
 
-Each record is written, flushed and fsync'd on its own line. A crash can leave a torn last
-line: reading skips any line that is not a JSON object, and the next append starts a fresh
-line first. Secrets never reach the file: every registered secret is replaced by `***` in the
-line before it is written. One process writes a log at a time.
+The file is a `designer.llm.jsonl.JsonlFile`: each record written, flushed and fsync'd on its
+own line; reading skips any line that is not a JSON object (a torn last line from a crash
+included), and the next append starts a fresh line first. Secrets never reach the file: every
+registered secret is replaced by `***` in the line before it is written. One process writes a
+log at a time.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from designer.llm.jsonl import JsonlFile
 
 VERSION = 1
 
@@ -44,30 +46,12 @@ class CallLog:
         self.path = None if path is None else Path(path)
         self._secrets = tuple(s for s in secrets if s)
         self._lock = threading.Lock()
-        self._records, self.skipped = self._read()
+        self._file = JsonlFile(self.path)
+        self._records = [rec for _, rec in self._file.read()]
+        self.skipped = self._file.skipped  # torn or garbled lines
         self._schemas = {r.get("hash") for r in self._records if r.get("kind") == "schema"}
-        self._fresh_line = False  # the file ends with a newline (checked at the first append)
 
     # ------------------------------------------------------------------------- reading
-    def _read(self) -> tuple[list[dict[str, Any]], int]:
-        if self.path is None or not self.path.exists():
-            return [], 0
-        out, skipped = [], 0
-        with self.path.open("rb") as f:
-            for line in f:
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-                    skipped += 1
-                    continue
-                if isinstance(rec, dict):
-                    out.append(rec)
-                else:
-                    skipped += 1
-        return out, skipped
-
     def records(self) -> list[dict[str, Any]]:
         """Every complete record, in order (`skipped` counts the torn or garbled lines)."""
         return list(self._records)
@@ -118,8 +102,7 @@ class CallLog:
             rec = {"id": log_id, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "v": VERSION,
                    **record}
             line = redact(json.dumps(rec, ensure_ascii=False, default=str), self._secrets)
-            if self.path is not None:
-                self._write(line)
+            self._file.write(line)
             self._records.append(json.loads(line))
             return log_id
 
@@ -132,17 +115,3 @@ class CallLog:
     def annotate(self, log_id: str, **extra: Any) -> str:
         """Attach the caller's findings (e.g. `adjustments`, `rejection`) to record `log_id`."""
         return self.append({"kind": "note", "annotates": log_id, **extra})
-
-    def _write(self, line: str) -> None:
-        assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("ab") as f:
-            if not self._fresh_line and f.tell() > 0:
-                with self.path.open("rb") as r:
-                    r.seek(-1, os.SEEK_END)
-                    if r.read(1) != b"\n":
-                        f.write(b"\n")  # a torn line from a crash stays a line of its own
-            self._fresh_line = True
-            f.write(line.encode("utf-8") + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
