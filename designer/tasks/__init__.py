@@ -24,8 +24,7 @@ def _families() -> tuple[Family, ...]:
 
 FAMILIES: tuple[Family, ...] = _families()
 # environment name -> its family (e.g. "mapf", "cartpole", "brax:hopper")
-TASKS: dict[str, Family] = {n: f for f in sorted(FAMILIES, key=lambda f: f.name != "mapf")
-                            for n in f.names}
+TASKS: dict[str, Family] = {n: f for f in FAMILIES for n in f.names}
 # Trainee settings a family needs unless the run sets them (`RunSettings` applies them when it
 # is built, so run.json holds the values the run used and a resume reads the same).
 TRAINEE_DEFAULTS: dict[str, dict[str, Any]] = {n: f.trainee_defaults(n) for n, f in TASKS.items()}
