@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from designer.tasks import family_of
+from designer.tasks import DEFAULT_ENV, family_of
 from designer.tasks.report import load_run
 
 
@@ -19,5 +19,5 @@ def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str = "E
     runs = [load_run(d) for d in run_dirs]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    return family_of(runs[0].settings.get("env", "mapf")).report(runs, out, title=title,
-                                                                 command=command)
+    env = runs[0].settings.get("env", DEFAULT_ENV)  # run folders from before `env` existed
+    return family_of(env).report(runs, out, title=title, command=command)

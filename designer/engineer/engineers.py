@@ -136,8 +136,10 @@ class RulesEngineer:
     verified = True
 
     def __init__(self, curriculum: Any = None, low: float = 0.3, high: float = 0.8):
-        if curriculum is None:
-            from designer.tasks.mapf.task import CURRICULUM as curriculum
+        if curriculum is None:  # the default environment's
+            from designer.tasks import DEFAULT_ENV, family_of
+
+            curriculum = family_of(DEFAULT_ENV).curriculum(DEFAULT_ENV)
         self.curriculum, self.low, self.high = curriculum, low, high
 
     def propose(self, context: Any) -> list[Proposal]:
@@ -300,7 +302,8 @@ def make_engineer(settings: Any, folder: Any = None, backend: Any = None, *,
     """The engineer a `RunSettings` names (for `llm`: its backend, logged into the run folder).
 
     `task` (a `designer.tasks.Task`) gives the family's curriculum and guidelines; without it,
-    MAPF's. `trainee`: the LLM trainee, the `self` engineer's model (its `export_hf`).
+    the default environment's. `trainee`: the LLM trainee, the `self` engineer's model (its
+    `export_hf`).
     """
     s = settings
     if s.engineer == "self" and (trainee is None

@@ -12,8 +12,8 @@ from typing import Any
 
 from designer.tasks.base import CauseRule, Curriculum, Failures, Family, Task
 
-__all__ = ["FAMILIES", "TASKS", "TRAINEE_DEFAULTS", "VERIFY_DEFAULTS", "CauseRule", "Curriculum",
-           "Failures", "Family", "Task", "family_of", "make_task"]
+__all__ = ["DEFAULT_ENV", "FAMILIES", "TASKS", "TRAINEE_DEFAULTS", "VERIFY_DEFAULTS", "CauseRule",
+           "Curriculum", "Failures", "Family", "Task", "family_of", "make_task"]
 
 
 def _families() -> tuple[Family, ...]:
@@ -22,6 +22,7 @@ def _families() -> tuple[Family, ...]:
                  if m.ispkg)
 
 
+DEFAULT_ENV = "mapf"  # the environment of a run (and of an engineer) that names none
 FAMILIES: tuple[Family, ...] = _families()
 # environment name -> its family (e.g. "mapf", "cartpole", "brax:hopper")
 TASKS: dict[str, Family] = {n: f for f in FAMILIES for n in f.names}
@@ -41,5 +42,5 @@ def family_of(env: str) -> Family:
 
 def make_task(settings: Any) -> Task:
     """The `Task` a `RunSettings` names (`settings.env`)."""
-    name = getattr(settings, "env", "mapf")
+    name = getattr(settings, "env", DEFAULT_ENV)
     return family_of(name).task(name, settings)

@@ -82,7 +82,8 @@ class Family:
 
     names: the environment names it serves (`RunSettings.env`); task: (name, settings) ->
     `Task`; report: (runs, out, *, title, command) -> the written `report.md` (the generic
-    report hands it the loaded runs, `designer.tasks.report.Run`); trainee_defaults: name -> the
+    report hands it the loaded runs, `designer.tasks.report.Run`); curriculum: name -> the
+    `rules` engineer's `Curriculum` (without building the task); trainee_defaults: name -> the
     trainee settings it needs unless the run sets them; verify_defaults: likewise for
     candidate scoring.
     """
@@ -91,5 +92,6 @@ class Family:
     names: tuple[str, ...]
     task: Callable[[str, Any], Task]
     report: Callable[..., Path]
+    curriculum: Callable[[str], Curriculum]
     trainee_defaults: Callable[[str], dict[str, Any]] = lambda name: {}
     verify_defaults: Mapping[str, Any] = field(default_factory=dict)

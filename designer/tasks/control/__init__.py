@@ -6,7 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from designer.tasks.base import Family
-from designer.tasks.control.task import VERIFY_DEFAULTS, control_task, trainee_defaults
+from designer.tasks.control.task import (
+    VERIFY_DEFAULTS,
+    control_task,
+    curriculum,
+    trainee_defaults,
+)
 from jaxenv.control.registry import ALL_NAMES
 
 
@@ -18,4 +23,5 @@ def report(runs: list[Any], out: Path, *, title: str, command: str | None) -> Pa
 
 # The Brax families need `brax` when they are built, not when they are named.
 FAMILY = Family(name="control", names=ALL_NAMES, task=control_task, report=report,
-                trainee_defaults=trainee_defaults, verify_defaults=VERIFY_DEFAULTS)
+                curriculum=curriculum, trainee_defaults=trainee_defaults,
+                verify_defaults=VERIFY_DEFAULTS)

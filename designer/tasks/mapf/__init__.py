@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from designer.tasks.base import Family, Task
+from designer.tasks.base import Curriculum, Family, Task
 
 
 def task(name: str, settings: Any) -> Task:
@@ -24,5 +24,11 @@ def report(runs: list[Any], out: Path, *, title: str, command: str | None) -> Pa
     return write_mapf_report(runs, out, title=title, command=command)
 
 
+def curriculum(name: str) -> Curriculum:
+    from designer.tasks.mapf.task import CURRICULUM
+
+    return CURRICULUM
+
+
 # MAPF verifies on success and keeps the trainee's own defaults, as it always has.
-FAMILY = Family(name="mapf", names=("mapf",), task=task, report=report)
+FAMILY = Family(name="mapf", names=("mapf",), task=task, report=report, curriculum=curriculum)
