@@ -9,7 +9,7 @@ only when this backend is made. To share one model between many runs, serve it
 (`vllm serve MODEL`) and use the `openai` backend instead.
 
 `model=` is a local model folder; a GGUF file, or nothing (the embedded SmolLM2), is first
-converted into a plain folder by the transformers backend's cache (`hf.model_folder`).
+converted into a plain folder by the model cache (`policy.llm.models.model_folder`).
 Nothing is downloaded (`HF_HUB_OFFLINE=1` is set before vLLM is imported).
 
 vLLM's offline API has no per-request time limit, so each call runs in one worker thread and
