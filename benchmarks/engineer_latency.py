@@ -126,9 +126,9 @@ class TokenCounter:
 def llm_latency(loop, runner, n: int) -> dict:
     """Seconds per proposal and tokens/s of the embedded model, single and team."""
     from designer.engineer.context import Context
-    from designer.tasks.mapf.failures import mapf_failures
     from designer.engineer.engineers import LLMEngineer
     from designer.llm.open import open_backend
+    from designer.tasks.mapf.failures import mapf_failures
     from policy.validation import validate
 
     try:
