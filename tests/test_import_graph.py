@@ -16,7 +16,7 @@ import ast
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 LAYERS = ("jaxenv", "policy", "designer")
 
 Graph = dict[str, set[str]]
@@ -114,11 +114,9 @@ def family_of(module: str, families: Iterable[str]) -> str | None:
 
 
 def families_in(graph: Mapping[str, set[str]]) -> tuple[str, ...]:
-    """The subpackages of jaxenv: every module jaxenv.X.* with a package jaxenv.X."""
-    return tuple(sorted({m.split(".")[1] for m in graph if m.count(".") >= 2
-                         and m.startswith("jaxenv.")} & {m.split(".")[1] for m in graph
-                                                         if m.count(".") == 1
-                                                         and m.startswith("jaxenv.")}))
+    """The families: every subpackage jaxenv.X (a module jaxenv.X with modules below it)."""
+    names = {m.split(".")[1] for m in graph if m.startswith("jaxenv.") and m.count(".") >= 2}
+    return tuple(sorted(n for n in names if f"jaxenv.{n}" in graph))
 
 
 def task_family(module: str) -> str | None:
