@@ -1,4 +1,4 @@
-"""An engineer that learns from verification (`--learn`, issue 13 section 4).
+"""An engineer that learns from the scores of its own candidates (`--learn`).
 
 `LearningEngineer(engineer, learner, root)` wraps an `llm` engineer. Each stage:
 

@@ -2,7 +2,7 @@
 
 The same shape as MAPF's (`jaxenv.mapf.benchmark.validator`), so `policy.validation.validate`
 plays either: `split`, `env`, `levels`, `meta` and `table(result)`. The table is the
-robustness table of issue 14: success % and mean normalised return over the split, how the
+robustness table: success % and mean normalised return over the split, how the
 episodes ended, and the per-parameter breakdown (`jaxenv.control.sets.summarize`), plus the
 per-variant results (so a report can bin any two parameters into a heatmap).
 """

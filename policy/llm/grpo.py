@@ -24,7 +24,7 @@ from policy.llm.stage import Stage
 
 
 class GRPOSettings(BaseModel):
-    """GRPO hyperparameters (defaults: the CPU preset of the issue)."""
+    """GRPO hyperparameters (defaults: the CPU preset)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
