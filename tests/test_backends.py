@@ -168,7 +168,7 @@ def test_call_log_records_every_call_durably(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     syncs = []
     real_fsync = __import__("os").fsync
-    monkeypatch.setattr("designer.llm.calllog.os.fsync", lambda fd: (syncs.append(fd),
+    monkeypatch.setattr("designer.llm.jsonl.os.fsync", lambda fd: (syncs.append(fd),
                                                                  real_fsync(fd)))
     path = tmp_path / "run" / "calls.jsonl"
     log = CallLog(path)

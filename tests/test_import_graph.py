@@ -182,7 +182,7 @@ def test_checker_catches_planted_cycle_and_arrows():
         "jaxenv.mapf.env": {"jaxenv.levels"}, "jaxenv.control": set(),
         "jaxenv.control.cartpole": {"jaxenv.mapf.env"},
         "policy.ppo": {"jaxenv.levels", "designer.run.loop"},
-        "designer.tasks.mapf.plans.reward": {"jaxenv.mapf.env"},
+        "policy.llm.reward": {"jaxenv.mapf.env"},
         "designer.run.loop": {"designer.report", "policy.ppo"},
         "designer.report": {"designer.run.loop", "jaxenv.control.cartpole"},
         "designer.tasks": set(),
@@ -190,14 +190,14 @@ def test_checker_catches_planted_cycle_and_arrows():
         "designer.tasks.control": {"jaxenv.mapf.env"},
     }
     assert families_in(graph) == ("control", "mapf")
-    assert cycles(graph) == [["designer.run.loop", "designer.report", "policy.ppo"]]
+    assert cycles(graph) == [["designer.report", "designer.run.loop", "policy.ppo"]]
     assert violations(graph) == [
         "designer.report -> jaxenv.control.cartpole: designer imports a family outside its "
         "task folder (designer.tasks.control)",
         "designer.tasks.control -> jaxenv.mapf.env: designer imports a family outside its "
         "task folder (designer.tasks.mapf)",
         "jaxenv.control.cartpole -> jaxenv.mapf.env: a family imports another family",
-        "designer.tasks.mapf.plans.reward -> jaxenv.mapf.env: policy imports a family",
+        "policy.llm.reward -> jaxenv.mapf.env: policy imports a family",
         "policy.ppo -> designer.run.loop: policy is below designer",
     ]
     del graph["designer.report"]
