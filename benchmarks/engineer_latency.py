@@ -1,9 +1,9 @@
 """Latency of the environment engineer: verification of candidates and LLM proposals.
 
 - Verification: seconds per candidate to generate `--episodes` fresh levels from a candidate
-  config and play them with the current policy (`designer.verify.Verifier`, one jitted call for
-  `--k` candidates), and the number of compilations over `--stages` stages of random candidate
-  batches after warm-up (goal: 0);
+  config and play them with the current policy (`designer.run.scoring.CandidateScorer`, one
+  jitted call for `--k` candidates), and the number of compilations over `--stages` stages of
+  random candidate batches after warm-up (goal: 0);
 - Proposals: seconds per proposal (one engineer call writing the run's `candidates` edits, as
   in a stage) and per candidate, and reply tokens/s (the model's own token counts), of the
   embedded SmolLM2-135M (transformers + outlines, CPU) writing grammar-constrained edits from a
@@ -29,7 +29,7 @@ import jax
 import numpy as np
 from harness import command, time_call, time_rounds, write_json
 
-from designer.sampling import random_values
+from designer.engineer.sampling import random_values
 from designer.settings import CapacitySettings, RunSettings, TraineeSettings, VerifySettings
 
 
@@ -54,7 +54,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from designer.loop import ClosedLoop
+    from designer.run.loop import ClosedLoop
 
     a = parse(argv)
     settings = RunSettings(engineer="rules", backend=a.backend, model=a.model,
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
 
         runner, t = time_call(train, runner)
         train_s = t.wall_s
-        verifier, space = loop.verifier, loop.space
+        verifier, space = loop.scorer, loop.space
         rng = np.random.default_rng(0)
         warm_s = time_call(verifier.score, runner.params, [values] * a.k, values,
                            jax.random.PRNGKey(99))[1].wall_s
@@ -124,9 +124,10 @@ class TokenCounter:
 
 def llm_latency(loop, runner, n: int) -> dict:
     """Seconds per proposal and tokens/s of the embedded model, single and team."""
-    from designer.context import Context, mapf_failures
-    from designer.engineers import LLMEngineer
-    from designer.llm import open_backend
+    from designer.engineer.context import Context
+    from designer.engineer.engineers import LLMEngineer
+    from designer.llm.open import open_backend
+    from designer.tasks.mapf.failures import mapf_failures
     from policy.validation import validate
 
     try:

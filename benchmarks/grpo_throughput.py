@@ -23,14 +23,11 @@ import argparse
 import gc
 import json
 import resource
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from harness import command, write_json
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def rss_gib() -> float:
@@ -61,8 +58,9 @@ def main(argv: list[str] | None = None) -> dict:
     import jax
     from tunix.generate import sampler as sampler_lib
 
-    from policy.llm import reward as R
-    from policy.llm import sft, stages
+    from designer.tasks.mapf.plans import reward as R
+    from designer.tasks.mapf.plans import stages
+    from policy.llm import sft
     from policy.llm import tunix_adapter as A
     from policy.llm.grpo import GRPOSettings, GRPOTrainee
 
@@ -153,7 +151,7 @@ def ablate_speedups(args, cmd: str) -> dict:
 
     import jax
 
-    from policy.llm import stages
+    from designer.tasks.mapf.plans import stages
     from policy.llm import tunix_adapter as A
     from policy.llm.grpo import GRPOSettings, GRPOTrainee
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from harness import command, write_json
 
-from designer.report import Run, load_run
+from designer.tasks.report import Run, load_run
 
 
 def stage_scores(run: Run) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ against wall time.
 
     python benchmarks/learning_curve.py --minutes 12 --out runs/learning_curve
 
-It is the closed loop (`designer.loop.ClosedLoop`) with the `fixed` engineer started from the
+It is the closed loop (`designer.run.loop.ClosedLoop`) with the `fixed` engineer started from the
 default config, so its run folder is an ordinary one (`envengineer report` reads it). Wall time
 on the x axis counts training and pool generation only (evaluation excluded); the total is
 printed too.
@@ -30,8 +30,7 @@ import jax
 import numpy as np
 from harness import command, write_json
 
-from designer.loop import ClosedLoop
-from designer.report import PAPER
+from designer.run.loop import ClosedLoop
 from designer.settings import (
     CapacitySettings,
     RunSettings,
@@ -39,6 +38,7 @@ from designer.settings import (
     TraineeSettings,
     VerifySettings,
 )
+from designer.tasks.mapf.report import PAPER
 from jaxenv.mapf.benchmark.failures import failure_samples
 from jaxenv.mapf.benchmark.report import format_markdown
 from policy import checkpoint

@@ -185,13 +185,13 @@ def measure_verify(s: Settings, batch: int) -> dict:
     import jax
     import numpy as np
 
-    from designer.verify import Verifier
+    from designer.run.scoring import CandidateScorer
     from policy import ActorCritic, init_params
 
     env, _, values = _env_and_config(s)
     network = ActorCritic(hidden=s.hidden)
     k = s.verify_k
-    verifier = Verifier(env, network, k=k, episodes=batch // k)
+    verifier = CandidateScorer(env, network, k=k, episodes=batch // k)
     n_sizes = len(values["size_weights"])
     top = verifier.space["hole_ratio"].high
     cands = [dict(values, hole_ratio=[round(min(top, 0.05 * i), 2)] * n_sizes)
@@ -386,7 +386,8 @@ def run(a: argparse.Namespace, argv: Sequence[str]) -> dict:
     dev_batch = max(dev_batch, max(counts))
     dev_workloads = [w for w in workloads if w != "verify" and not (a.quick and w == "train")]
     result["devices"] = {"batch": dev_batch, "host_devices": cpu, "env": [], "train": [],
-                         "verify": "not measured: designer.verify.Verifier runs on one device"}
+                         "verify": "not measured: designer.run.scoring.CandidateScorer runs "
+                                   "on one device"}
     for d in counts if dev_workloads else []:
         for r in _run_worker({"kind": "devices", "devices": d, "batch": dev_batch,
                               "workloads": dev_workloads, "settings": asdict(s)},

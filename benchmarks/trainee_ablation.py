@@ -29,7 +29,7 @@ import jax
 import numpy as np
 from harness import command, write_json
 
-from designer.loop import ClosedLoop
+from designer.run.loop import ClosedLoop
 from designer.settings import CapacitySettings, RunSettings, TaskSettings, TraineeSettings
 from policy.validation import validate
 

@@ -23,12 +23,12 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from designer.backends import NAMES as BACKENDS
-from designer.context import parse_modules
-from designer.engineers import NAMES as ENGINEERS
-from designer.selection import SELECT
+from designer.engineer.context import parse_modules
+from designer.engineer.engineers import NAMES as ENGINEERS
+from designer.llm import NAMES as BACKENDS
+from designer.run.scoring import SIGNALS
+from designer.run.selection import SELECT
 from designer.trainees import NAMES as TRAINEES
-from designer.verify import SIGNALS
 from policy.llm.settings import LLMTraineeSettings
 
 # The LLM trainee's CPU preset: maps of 3x3 and 4x4 (the first config is drawn over them).
@@ -277,13 +277,13 @@ class VerifySettings(Strict):
     signal: Literal[SIGNALS] = Field(
         "success", description="What a candidate's p (floor, ceiling, learnability p(1-p)) is: "
         "success, the share of successful episodes; or return, the mean normalised return in "
-        "[0, 1], graded where success is all-or-nothing per distribution (designer.verify). "
+        "[0, 1], graded where success is all-or-nothing per distribution (designer.run.scoring). "
         "Default: the family's (designer.tasks.VERIFY_DEFAULTS: return for the control "
         "families, success for MAPF).", json_schema_extra=flag("verify-signal"))
 
 
 class LearnSettings(Strict):
-    """The engineer that learns from verification (`designer.learning`): GRPO on a LoRA of
+    """The engineer that learns from verification (`designer.engineer.learning`): GRPO on a LoRA of
     the engineer's own model, its replies' verification scores as rewards."""
 
     enabled: bool = Field(False, description="Train the llm engineer's model on its "
@@ -342,8 +342,8 @@ class RunSettings(Strict):
                                "stages (and at the last).", json_schema_extra=flag("heldout-every"))
     select: Literal[SELECT] = Field("validation", description="Which stage's policy is the "
                                     "run's result: validation (the best validation score, "
-                                    "designer.selection) or last. The held-out split never "
-                                    "chooses.", json_schema_extra=flag("select"))
+                                    "designer.run.selection) or last. The held-out split "
+                                    "never chooses.", json_schema_extra=flag("select"))
     seed: int = Field(0, ge=0, lt=SEED_LIMIT,
                       description="Seed of round 0's config, training and sampling.",
                       json_schema_extra=flag("seed"))

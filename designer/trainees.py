@@ -24,13 +24,13 @@ def _ppo(settings: Any, task: Any, processes: Any) -> Trainee:
 
 
 def _llm(settings: Any, task: Any, processes: Any) -> Trainee:
-    from policy.llm.trainee import LLMTrainee
+    from designer.tasks.mapf.plans.trainee import LLMTrainee
 
     if task.name != "mapf":
         raise ValueError(f"the llm trainee writes MAPF plans; env {task.name!r} has none")
     if processes is not None and processes.count > 1:
         raise ValueError("the llm trainee runs in one process (no --distributed)")
-    from designer.plan_eval import select
+    from designer.tasks.mapf.plans.evaluate import select
 
     # the training env's capacity (the config space's), validation in eval --llm's order
     return LLMTrainee(settings.llm, task.env.cap, seed=settings.seed, select=select)

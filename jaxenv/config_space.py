@@ -10,16 +10,12 @@ reporting every adjustment it made.
 Replies come from language models and servers, so every entry point is bounded: JSON text is
 at most `MAX_JSON_CHARS` characters and `MAX_JSON_DEPTH` levels deep (checked before
 `json.loads`), a dict edit at most `MAX_EDIT_NODES` values, and huge or non-finite numbers
-are bad values, never an `OverflowError`. `loads_bounded` is that JSON reader (it refuses an
-object that names a key twice, which `json.loads` would silently resolve to the last value);
-the plan parser (`jaxenv.mapf.plans.parse`) uses it too.
+are bad values, never an `OverflowError` (the JSON reader: `jaxenv.replies.loads_bounded`).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -28,13 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from jaxenv.replies import MAX_JSON_DEPTH, loads_bounded
+
 KnobKind = Literal["float", "int", "bool", "choice", "simplex"]
 Values = dict[str, Any]
 
-MAX_JSON_CHARS = 64 * 1024  # an LLM reply is a few thousand tokens at most
-MAX_JSON_DEPTH = 32  # an edit is 3 levels deep; a plan 4
 MAX_EDIT_NODES = 4096  # values in a dict edit (JSON text is bounded by its length)
-MAX_INT_DIGITS = 400  # longer integer literals are beyond float range: read as +-inf
 
 
 class ConfigError(ValueError):
@@ -535,66 +530,6 @@ def _simplex_schema(k: Knob) -> dict[str, Any]:
         branches.append({"type": "object", "properties": props, "required": [first],
                          "additionalProperties": False})
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
-
-
-# ---------------------------------------------------------------------- bounded reading
-
-_JSON_TOKEN = re.compile(r'\\.|["\[\]{}]', re.DOTALL)
-
-
-def loads_bounded(text: str, *, max_chars: int = MAX_JSON_CHARS,
-                  max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """`json.loads` for untrusted text, in time and memory linear in a bounded input.
-
-    Raises `ValueError` with a one-line reason when the text is longer than `max_chars`,
-    nests deeper than `max_depth` (a linear scan before decoding, so the decoder's recursion
-    stays shallow), is not JSON or has an object naming a key twice. Integer literals of
-    more than `MAX_INT_DIGITS` digits are read as +-inf: they are beyond float range, and
-    Python's `int()` refuses them (4,300 digits) with a `ValueError` the caller would not
-    expect.
-    """
-    if not isinstance(text, str):
-        raise ValueError(f"expected text, got {type(text).__name__}")
-    if len(text) > max_chars:
-        raise ValueError(f"longer than {max_chars} characters ({len(text)})")
-    depth, in_string = 0, False
-    for m in _JSON_TOKEN.finditer(text):
-        tok = m.group()
-        if tok == '"':
-            in_string = not in_string
-        elif in_string or tok[0] == "\\":
-            continue
-        elif tok in "[{":
-            depth += 1
-            if depth > max_depth:
-                raise ValueError(f"nested deeper than {max_depth} levels")
-        else:
-            depth -= 1
-    try:
-        return json.loads(text, parse_int=_parse_int, object_pairs_hook=unique_keys)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"not valid JSON ({e})") from None
-
-
-class DuplicateKeyError(ValueError):
-    """A JSON object names the same key twice."""
-
-
-def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """`json.loads`'s `object_pairs_hook` that refuses an object naming a key twice (plain
-    `json.loads` keeps the last value without a word)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise DuplicateKeyError(f"duplicate key {key[:40]!r} in a JSON object")
-        out[key] = value
-    return out
-
-
-def _parse_int(digits: str) -> int | float:
-    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
-        return -math.inf if digits.startswith("-") else math.inf
-    return int(digits)
 
 
 def _load(edit: Any) -> dict[str, Any]:

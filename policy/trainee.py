@@ -1,6 +1,6 @@
 """The trainee protocol: what the closed loop calls, whatever learns (a jitted PPO policy, an LLM).
 
-The loop (`designer.loop.ClosedLoop`), the engineers and the report never branch on the kind of
+The loop (`designer.run.loop.ClosedLoop`), the engineers and the report never branch on the kind of
 trainee; they call only this protocol:
 
 - ``init(key) -> state``; ``train_stage(state, config, key, stage=k) -> (state, summary)``:
@@ -13,13 +13,13 @@ trainee; they call only this protocol:
   ``compare`` read every kind the same way;
 - ``evaluator(policy(state), cfgs, key, n_per_config=n)``: fresh levels of each stacked
   candidate config played by the current trainee (an `EvalResult` whose ``valid`` metric is
-  success), the scorer `designer.verify.Verifier` turns into learnability;
+  success), the scorer `designer.run.scoring.CandidateScorer` turns into learnability;
   ``verify_episodes(requested)`` is how many levels per candidate it plays;
 - ``save(directory, state, step)`` / ``restore(directory, state)``: orbax, atomic (a kill -9
   never leaves a checkpoint that a resume would read half-written).
 
 `PPOTrainee` wraps `policy.ppo.make_train` unchanged (same numbers, same checkpoint layout);
-the LLM trainee is `policy.llm.trainee.LLMTrainee`.
+the LLM trainee is `designer.tasks.mapf.plans.trainee.LLMTrainee`.
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def test_flags_reach_the_task_and_runs_saved_before_them(tmp_path):
     import json
 
     from designer.cli import CliError, Parser, add_run_flags, build_settings, saved_settings
-    from designer.tasks.mapf import mapf_task
+    from designer.tasks.mapf.task import mapf_task
 
     p = Parser()
     add_run_flags(p)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from designer.backends import Backend, BackendError, LoggedBackend, make_backend, parse_reply
-from designer.backends.base import (
+from designer.engineer.edits import edit_schema
+from designer.llm import Backend, BackendError, LoggedBackend, make_backend, parse_reply
+from designer.llm.base import (
     approx_tokens,
     make_reply,
     messages_key,
@@ -21,8 +22,7 @@ from designer.backends.base import (
     schema_name,
     with_retries,
 )
-from designer.calllog import CallLog
-from designer.edits import edit_schema
+from designer.llm.calllog import CallLog
 from jaxenv.mapf import make_config_space
 
 SCHEMA = edit_schema(make_config_space())
@@ -168,7 +168,7 @@ def test_call_log_records_every_call_durably(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     syncs = []
     real_fsync = __import__("os").fsync
-    monkeypatch.setattr("designer.calllog.os.fsync", lambda fd: (syncs.append(fd),
+    monkeypatch.setattr("designer.llm.jsonl.os.fsync", lambda fd: (syncs.append(fd),
                                                                  real_fsync(fd)))
     path = tmp_path / "run" / "calls.jsonl"
     log = CallLog(path)
@@ -408,7 +408,7 @@ def test_make_backend_errors_are_clear(tmp_path: Path, monkeypatch: pytest.Monke
 def test_import_is_light() -> None:
     import subprocess
 
-    code = ("import sys, designer.backends, designer.calllog, designer.backends.replay; "
+    code = ("import sys, designer.llm, designer.llm.calllog, designer.llm.replay; "
             "print(sorted(m for m in ('torch', 'transformers', 'outlines', 'vllm', 'llama_cpp')"
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

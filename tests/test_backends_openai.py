@@ -15,10 +15,10 @@ import time
 import pytest
 from openai_stub import Raw, StubServer, completion, dead_url, raw_answer
 
-from designer.backends import BackendError, LoggedBackend, make_backend
-from designer.backends.openai import OpenAIBackend
-from designer.calllog import CallLog
-from designer.edits import edit_schema
+from designer.engineer.edits import edit_schema
+from designer.llm import BackendError, LoggedBackend, make_backend
+from designer.llm.calllog import CallLog
+from designer.llm.openai import OpenAIBackend
 from jaxenv.mapf import make_config_space
 
 SCHEMA = edit_schema(make_config_space())

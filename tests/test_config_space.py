@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from designer.edits import apply_edit, edit_schema, preset_space
+from designer.engineer.edits import apply_edit, edit_schema, preset_space
 from jaxenv import ConfigError
-from jaxenv.config_space import MAX_JSON_CHARS, MAX_JSON_DEPTH, loads_bounded
 from jaxenv.mapf import make_config_space
+from jaxenv.replies import MAX_JSON_CHARS, MAX_JSON_DEPTH, loads_bounded
 
 SPACE = make_config_space(max_size=10, max_agents=5)
 EDITABLE = SPACE.editable_names()

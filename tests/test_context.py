@@ -8,16 +8,16 @@ import re
 import jax
 import pytest
 
-from designer.context import (
+from designer.engineer.context import (
     Context,
     ContextBuilder,
     ContextTooLarge,
-    Failures,
     HistoryEntry,
     editable_values,
-    mapf_failures,
     parse_modules,
 )
+from designer.tasks.mapf.failures import MAPFFailures as Failures
+from designer.tasks.mapf.failures import mapf_failures
 from jaxenv.mapf import Capacity, MAPFFrozenLake
 from jaxenv.mapf.benchmark.validator import load_validator
 from policy.network import ActorCritic, init_params

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from designer.cli import main
-from designer.engineers import make_engineer
+from designer.engineer.engineers import make_engineer
 from designer.settings import RunSettings
 from designer.tasks import make_task
-from designer.tasks.control import curriculum
+from designer.tasks.control.failures import control_failures
+from designer.tasks.control.task import curriculum
 from jaxenv.control.registry import family
-from jaxenv.control.validator import control_failures
 from policy.network import ActorCritic, init_params
 from policy.validation import validate
 
@@ -58,7 +58,7 @@ def test_rules_on_cartpole_leaves_round_0_under_the_graded_signal(tmp_path):
     balances nothing (success 0.0 on the candidate, which the success signal would reject:
     the config would stay round 0's forever), but its return is graded, inside the window, so
     the rules engineer's candidate is chosen and stage 1 trains on it."""
-    from designer.verify import Score, Verifier
+    from designer.run.scoring import CandidateScorer, Score
 
     out = tmp_path / "graded"
     args = [a if a != "8192" else "65536" for a in TINY]  # 16 updates: some return, no success
@@ -78,7 +78,7 @@ def test_rules_on_cartpole_leaves_round_0_under_the_graded_signal(tmp_path):
     # the same scores under the success signal: nothing inside the window, round 0 kept
     space = make_task(RunSettings(env="cartpole", engineer="rules")).space
     plain = [Score.from_dict({**c["score"], "p": None, "signal": "success"}) for c in cands]
-    assert Verifier(evaluator=object(), space=space).choose(plain).index is None
+    assert CandidateScorer(evaluator=object(), space=space).choose(plain).index is None
 
 
 def test_pendulum_runs_with_the_gaussian_trainee(tmp_path):
@@ -147,7 +147,7 @@ def test_constrained_edits_of_a_control_space_all_apply():
     pytest.importorskip("outlines")
     from tiny_llm import tiny_backend
 
-    from designer.edits import RATIONALE, edit_schema
+    from designer.engineer.edits import RATIONALE, edit_schema
 
     space = make_task(RunSettings(env="cartpole", engineer="fixed")).space
     schema = edit_schema(space)

@@ -1,4 +1,5 @@
-"""designer.edits: the reply schema, presets, and applying constrained and unconstrained replies."""
+"""designer.engineer.edits: the reply schema, presets, and applying constrained and
+unconstrained replies."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 
 import pytest
 
-from designer.edits import (
+from designer.engineer.edits import (
     RATIONALE_CHARS,
     apply_edit,
     edit_schema,

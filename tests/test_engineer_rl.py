@@ -151,14 +151,14 @@ def test_learning_engineer_updates_saves_and_reloads(tmp_path):
     reloaded from the merged export, and a later engineer starts from the adapter."""
     pytest.importorskip("outlines", reason="the transformers backend needs the llm extra")
     import designer
-    from designer.backends import LoggedBackend
-    from designer.backends.hf import TransformersBackend
-    from designer.calllog import CallLog
-    from designer.context import Context, ContextBuilder
-    from designer.edits import preset_space
-    from designer.engineers import LLMEngineer
-    from designer.learning import LearningEngineer, reward_of
-    from designer.verify import Score
+    from designer.engineer.context import Context, ContextBuilder
+    from designer.engineer.edits import preset_space
+    from designer.engineer.engineers import LLMEngineer
+    from designer.engineer.learning import LearningEngineer, reward_of
+    from designer.llm import LoggedBackend
+    from designer.llm.calllog import CallLog
+    from designer.llm.hf import TransformersBackend
+    from designer.run.scoring import Score
     from jaxenv.mapf import Capacity, MAPFFrozenLake
     from policy.llm.engineer_rl import EngineerLearner
     from tests.tiny_tunix import tiny_folder

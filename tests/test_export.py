@@ -88,7 +88,7 @@ def test_export_without_lora_and_atomic_overwrite(tmp_path, monkeypatch):
 
 
 def test_exported_folder_loads_in_the_transformers_backend(tmp_path, monkeypatch):
-    from designer.backends.hf import TransformersBackend
+    from designer.llm.hf import TransformersBackend
     from policy.llm.export import export_hf
     from tests.tiny_tunix import tiny_folder
 

@@ -1,6 +1,6 @@
 """Fuzz: more than 10,000 hostile replies through the engineer's edit path and the plan parser.
 
-Edits (`designer.edits.apply_edit`, both presets, constrained and unconstrained): malformed
+Edits (`designer.engineer.edits.apply_edit`, both presets, constrained and unconstrained): malformed
 JSON, wrong types, out-of-range, NaN/inf, huge numbers, unicode, 1 MB strings, extra fields,
 edits of fixed knobs, prompt injection in the rationale, deep nesting. Every reply must end
 applied (in bounds: `validate` passes, fixed knobs untouched, every change explained) or
@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from plan_helpers import level_of
 
-from designer.edits import RATIONALE_CHARS, apply_edit, edit_schema, preset_space
-from jaxenv.config_space import loads_bounded
+from designer.engineer.edits import RATIONALE_CHARS, apply_edit, edit_schema, preset_space
 from jaxenv.mapf import make_config_space
 from jaxenv.mapf.plans import format_plan, parse_plan, verify_text
+from jaxenv.replies import loads_bounded
 
 FULL = make_config_space(max_size=10, max_agents=5)
 SPACES = {"paper": preset_space(FULL, "paper"), "open": preset_space(FULL, "open")}

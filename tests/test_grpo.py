@@ -11,12 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from policy.llm import reward as R
-from policy.llm import stages
+from designer.tasks.mapf.plans import reward as R
+from designer.tasks.mapf.plans import stages
 
 tunix = pytest.importorskip("tunix", reason="the tunix extra is not installed")
 
 IDS = np.array([[5, 9, 17, 3, 30, 41, 7, 12, 22, 19, 8, 33]], np.int32)
+TOL = 1e-4  # the logits' tolerance against transformers (absolute and relative)
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +29,12 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sharp(tmp_path_factory):
-    """The tiny model with a full-size output layer (large logits: RoPE errors show)."""
+    """The tiny model with a full-size output layer and sharp attention (large logits that
+    move with the positions: RoPE errors show)."""
     from tests.tiny_tunix import tiny_folder
 
-    return tiny_folder(tmp_path_factory.mktemp("sharp") / "m", rope_theta=10_000.0,
-                       head_scale=1.0)
+    return tiny_folder(tmp_path_factory.mktemp("sharp") / "m", rope_theta=25_000.0,
+                       head_scale=1.0, qk_scale=30.0)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,7 @@ def qwen3(tmp_path_factory):
     from tests.tiny_tunix import tiny_folder
 
     return tiny_folder(tmp_path_factory.mktemp("qwen3") / "m", rope_theta=50_000.0,
-                       head_scale=1.0, family="qwen3")
+                       head_scale=1.0, family="qwen3", qk_scale=8.0)
 
 
 def _logits_both(folder):
@@ -62,18 +64,20 @@ def _logits_both(folder):
     fixed = np.asarray(lm(jnp.asarray(ids), pos, None, attn)[0])
     with A.rope_unfixed():
         raw = np.asarray(lm(jnp.asarray(ids), pos, None, attn)[0])
-    return ref, fixed, raw
+    return ref, fixed, raw, lm.config.rope_theta
 
 
 def test_rope_theta_matches_transformers(sharp):
-    """tunix (through the adapter) and transformers agree at rope_theta = 1e4; without the
+    """tunix (through the adapter) and transformers agree at rope_theta = 2.5e4; without the
     adapter's fix tunix 0.1.7 runs at 1e6 and does not."""
     from policy.llm import tunix_adapter as A
 
-    ref, fixed, raw = _logits_both(sharp)
-    np.testing.assert_allclose(fixed, ref, atol=1e-4, rtol=1e-4)
-    if A.rope_bug_present():  # the bug the fix exists for is still there
+    ref, fixed, raw, theta = _logits_both(sharp)
+    assert theta == 25_000.0  # the folder's, neither the loader's fallback nor tunix's default
+    np.testing.assert_allclose(fixed, ref, atol=TOL, rtol=TOL)
+    if A.rope_bug_present():  # the bug the fix exists for is still there: far outside TOL
         assert np.abs(raw - ref).max() > 100 * max(np.abs(fixed - ref).max(), 1e-6)
+        assert np.abs(raw - ref).max() > 100 * TOL
 
 
 def test_qwen3_loads_by_path_and_matches_transformers(qwen3):
@@ -84,10 +88,12 @@ def test_qwen3_loads_by_path_and_matches_transformers(qwen3):
 
     from policy.llm import tunix_adapter as A
 
-    ref, fixed, raw = _logits_both(qwen3)
-    np.testing.assert_allclose(fixed, ref, atol=1e-4, rtol=1e-4)
+    ref, fixed, raw, theta = _logits_both(qwen3)
+    assert theta == 50_000.0
+    np.testing.assert_allclose(fixed, ref, atol=TOL, rtol=TOL)
     if A.rope_bug_present("qwen3"):
         assert np.abs(raw - ref).max() > 100 * max(np.abs(fixed - ref).max(), 1e-6)
+        assert np.abs(raw - ref).max() > 100 * TOL
     # the engineer learner's remat finds Qwen3's own RematConfig (same logits)
     from tunix.models.qwen3.model import RematConfig
 
@@ -99,7 +105,7 @@ def test_qwen3_loads_by_path_and_matches_transformers(qwen3):
     assert lm.layers[0].config.remat_config == RematConfig.DECODER
     n = ref.shape[1]
     remat = lm(jnp.asarray(IDS), jnp.arange(n)[None], None, jnp.tril(jnp.ones((n, n), bool))[None])
-    np.testing.assert_allclose(np.asarray(remat[0]), ref, atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(remat[0]), ref, atol=TOL, rtol=TOL)
 
 
 def test_qwen3_greedy_decoding_matches_transformers(qwen3):
@@ -150,7 +156,7 @@ def test_tied_embeddings_load_as_the_cache_stores_them(tmp_path, monkeypatch):
     folder = tiny_folder(tmp_path / "tied", rope_theta=50_000.0, head_scale=1.0, tied=True)
     with safe_open(str(folder / "model.safetensors"), "np") as h:
         assert "model.embed_tokens.weight" not in set(h.keys())
-    ref, fixed, _ = _logits_both(folder)
+    ref, fixed, _, _ = _logits_both(folder)
     np.testing.assert_allclose(fixed, ref, atol=1e-4, rtol=1e-4)
 
 
@@ -177,9 +183,9 @@ def _trainee(folder, seed=0, steps=2, checkpoint_dir=None, **small):
 
     lm, tok, _ = A.load_model(folder)
     stage = stages.draw(jax.random.key(0), stages.PRESETS["cpu"], 3)
+    stage.reward_config = R.RewardConfig(free_tokens=1, max_tokens=25)
     kw = dict(prompts_per_step=2, group=4, max_new_tokens=24, max_prompt_tokens=512) | small
     s = GRPOSettings(steps=steps, **kw, temperature=1.0, learning_rate=1e-2, seed=seed,
-                     reward=R.RewardConfig(free_tokens=1, max_tokens=25),
                      checkpoint_dir=checkpoint_dir, checkpoint_every=1)
     return GRPOTrainee(lm, tok, stage, s)
 

@@ -1,5 +1,5 @@
-"""The LLM trainee's reward (policy.llm.reward) from the verifier, and its stage data: pure JAX,
-no tunix needed."""
+"""The LLM trainee's reward (designer.tasks.mapf.plans.reward) from the verifier, and its stage
+data: pure JAX, no tunix needed."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from designer.tasks.mapf.plans import reward as R
+from designer.tasks.mapf.plans import stages
 from jaxenv.mapf.level import Level
 from jaxenv.mapf.plans.parse import format_plan
-from policy.llm import reward as R
-from policy.llm import stages
 
 CFG = R.RewardConfig()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from designer.cli import build_settings, parser
-from designer.engineers import make_engineer
+from designer.engineer.engineers import make_engineer
 from designer.settings import RunSettings
 
 
@@ -42,8 +42,8 @@ def test_learn_needs_the_transformers_backend_and_not_self():
 
 
 def test_learning_engineer_wraps_the_llm_engineer(tmp_path):
-    from designer.learning import LearningEngineer
-    from designer.runfolder import RunFolder
+    from designer.engineer.learning import LearningEngineer
+    from designer.run.folder import RunFolder
 
     eng = make_engineer(RunSettings(learn={"enabled": True}), RunFolder(tmp_path / "run"),
                         backend=Stub())

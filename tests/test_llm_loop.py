@@ -1,6 +1,7 @@
 """The GRPO LLM trainee in the closed loop (`envengineer run --trainee llm`): the trainee
 protocol end to end (run folder, report), a stopped run resumed from its orbax checkpoint, and
-the LLM validation scored exactly like `envengineer eval --llm` (`designer.plan_eval.score`).
+the LLM validation scored exactly like `envengineer eval --llm`
+(`designer.tasks.mapf.plans.evaluate.evaluate`).
 
 Needs the tunix extra (skipped without it); the model is the tiny random-weight Llama of
 tests/tiny_tunix.py (no download), with 1 GRPO step of 2 samples and 3 validation instances."""
@@ -52,8 +53,8 @@ def test_llm_run_stopped_after_stage0_resumes_and_reports(tmp_path, tiny, monkey
     the run folder; a stop at stage 1 and a resume restore the LoRA parameters saved at stage
     0 (equal), do not redo stage 0, finish the run, and the report builds."""
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
-    from designer.loop import ClosedLoop
     from designer.report import write_report
+    from designer.run.loop import ClosedLoop
 
     s = tiny_settings(tiny)
     assert s.capacity.max_size == 4 and s.capacity.max_agents == 2  # the CPU preset
@@ -117,13 +118,14 @@ def _plan_texts(meta, pos):
 
 @pytest.mark.parametrize("kind", ["optimal", "garbage", "mixed"])
 def test_llm_validation_scores_like_plan_eval(tmp_path, kind):
-    """The trainee's validation table equals `plan_eval.score`'s on the same replies:
+    """The trainee's validation table equals `plan_eval.evaluate`'s on the same replies:
     the stored optimal plans -> 100 % valid and optimal; garbage -> 0 %. (The stored plans are
     SoC-optimal, not always at the optimal makespan: both sides grade sum of costs here.)"""
-    from designer.answer_log import AnswerLog
-    from designer.plan_eval import score, select
+    from designer.tasks.mapf.plans.answer_log import AnswerLog
+    from designer.tasks.mapf.plans.evaluate import evaluate as score
+    from designer.tasks.mapf.plans.evaluate import select
+    from designer.tasks.mapf.plans.trainee import LLMTrainee
     from jaxenv.mapf.benchmark.validator import load_validator
-    from policy.llm.trainee import LLMTrainee
 
     v = load_validator("validation", cost="soc")
     pos = select(v.meta, per_cell=1)[:6]
@@ -152,7 +154,7 @@ def test_llm_validation_scores_like_plan_eval(tmp_path, kind):
     assert ((val.result.outcome == 0) == val.result.valid).all()
     # unparsable -> the plan never got everyone home
     assert (val.result.outcome[~ref.parsed[np.argsort(order)]] == CAUSES.index("timeout")).all()
-    from designer.context import mapf_failures
+    from designer.tasks.mapf.failures import mapf_failures
 
     assert mapf_failures(val, {"success_rate": 0.0}).summary()  # F reads it
 
@@ -161,8 +163,8 @@ def test_export_hf_calls_the_export_module(tmp_path, tiny):
     """`export_hf` hands the current model to `policy.llm.export.export_hf` (skipped until
     that module exists)."""
     pytest.importorskip("policy.llm.export", reason="policy.llm.export is not here yet")
+    from designer.tasks.mapf.plans.trainee import LLMTrainee
     from jaxenv.mapf.config import Capacity
-    from policy.llm.trainee import LLMTrainee
 
     t = LLMTrainee(tiny_settings(tiny).llm, Capacity(max_size=4, max_agents=2))
     t.init(jax.random.PRNGKey(0))
@@ -178,7 +180,7 @@ def test_self_engineer_in_the_loop(tmp_path, monkeypatch):
     monkeypatch.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))
     pytest.importorskip("outlines", reason="the self engineer's backend needs the llm extra")
     import designer
-    from designer.loop import ClosedLoop
+    from designer.run.loop import ClosedLoop
     from tests.tiny_tunix import tiny_folder
 
     prompts = sorted((Path(designer.__file__).parent / "prompts").glob("*.md"))

@@ -78,8 +78,8 @@ def test_run_folder_holds_everything(straight):
 
 
 def test_the_run_hands_back_the_stage_chosen_on_validation(straight, env):
-    from designer.selection import select_stage
-    from designer.tasks.mapf import score
+    from designer.run.selection import select_stage
+    from designer.tasks.mapf.task import score
 
     sel = json.loads((straight / "selected.json").read_text())
     tables = [json.loads((straight / "stages" / f"{k:03d}" / "validation.json").read_text())
@@ -104,12 +104,12 @@ def test_a_chosen_stage_without_heldout_is_evaluated_from_its_checkpoint(
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads((out / "stages" / "000" / "heldout.json").read_text())["table"] is None
     (out / "selected.json").unlink()
-    import designer.loop
+    import designer.run.loop
     from designer.cli import saved_settings
     from designer.report import write_report
 
-    monkeypatch.setattr(designer.loop, "select_stage", lambda scores, rule: 0)
-    loop = designer.loop.ClosedLoop(saved_settings(out / "run.json"), out)
+    monkeypatch.setattr(designer.run.loop, "select_stage", lambda scores, rule: 0)
+    loop = designer.run.loop.ClosedLoop(saved_settings(out / "run.json"), out)
     loop.run()
     sel = json.loads((out / "selected.json").read_text())
     assert sel["stage"] == 0 and sel["heldout_evaluated_after_run"]
@@ -163,7 +163,7 @@ def test_a_run_saved_before_the_cost_to_go_option_resumes_and_evaluates(tmp_path
 
 
 def test_a_second_process_on_the_same_folder_is_refused(tmp_path, env, settings_file):
-    from designer.runfolder import RunFolder
+    from designer.run.folder import RunFolder
 
     out = tmp_path / "locked"
     with RunFolder(out):
@@ -241,7 +241,7 @@ class DiesAfterFirstCall:
         return sum(len(m["content"]) // 4 for m in messages)
 
     def generate(self, messages, schema, n=1, max_tokens=256, seed=0):
-        from designer.backends.base import BackendError, Reply, parse_reply
+        from designer.llm.base import BackendError, Reply, parse_reply
 
         self.calls += 1
         if self.calls > 1:
@@ -255,7 +255,7 @@ def test_a_backend_that_fails_mid_run_ends_on_the_fallback(tmp_path, monkeypatch
     """Stage 0's proposals come from the LLM; from stage 1 on the backend fails: the run
     completes on the rules engineer, and the candidates and the context record say why."""
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
-    from designer.loop import ClosedLoop
+    from designer.run.loop import ClosedLoop
     from designer.settings import RunSettings
 
     s = RunSettings.model_validate({

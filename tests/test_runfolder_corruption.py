@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from designer.runfolder import RunCorrupt, RunFolder
+from designer.run.folder import RunCorrupt, RunFolder
 
 DERIVED = ("metrics.jsonl", "report.md", ".lock")  # rewritten from the stages, never read
 DAMAGES = ("truncate", "garbage", "wrong-type", "flip-first", "flip-middle", "flip-last", "zero")
@@ -30,7 +30,7 @@ class DeadBackend:
         return sum(len(m["content"]) // 4 for m in messages)
 
     def generate(self, messages, schema, n=1, max_tokens=256, seed=0):
-        from designer.backends import BackendError
+        from designer.llm import BackendError
 
         raise BackendError("POST http://127.0.0.1:9/v1/chat/completions failed: "
                            "ConnectionRefusedError (scripted)")
@@ -43,10 +43,10 @@ def run(tmp_path_factory) -> tuple[Path, list[str]]:
     import os
 
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from designer.backends import LoggedBackend
-    from designer.calllog import CallLog
-    from designer.loop import ClosedLoop
+    from designer.llm import LoggedBackend
+    from designer.llm.calllog import CallLog
     from designer.report import write_report
+    from designer.run.loop import ClosedLoop
     from designer.settings import RunSettings
 
     out = tmp_path_factory.mktemp("runs") / "tiny"
@@ -251,7 +251,7 @@ def test_resume_recomputes_what_it_can_and_refuses_what_it_cannot(run, tmp_path,
     is told); an out-of-bounds config in an older, unsealed run is refused by name; a zeroed
     checkpoint there is one line, not orbax's traceback."""
     from designer.cli import main, saved_settings
-    from designer.loop import ClosedLoop
+    from designer.run.loop import ClosedLoop
 
     root = run[0]
     d = tmp_path / "repair"

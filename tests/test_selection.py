@@ -1,4 +1,4 @@
-"""Model selection (`designer.selection`): which stage a run hands back, against a plain
+"""Model selection (`designer.run.selection`): which stage a run hands back, against a plain
 reference, and the settings of runs saved before the option existed."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from designer.selection import select_stage
+from designer.run.selection import select_stage
 from designer.settings import RunSettings, upgrade_saved
-from designer.tasks.control import score as control_score
-from designer.tasks.mapf import score as mapf_score
+from designer.tasks.control.task import score as control_score
+from designer.tasks.mapf.task import score as mapf_score
 
 scores = st.lists(st.integers(0, 6).map(float), min_size=1, max_size=12)
 

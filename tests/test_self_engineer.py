@@ -14,10 +14,10 @@ import pytest
 tunix = pytest.importorskip("tunix", reason="the tunix extra is not installed")
 pytest.importorskip("outlines", reason="the transformers backend needs the llm extra")
 
-from designer.calllog import CallLog  # noqa: E402
-from designer.context import Context, ContextBuilder  # noqa: E402
-from designer.edits import preset_space  # noqa: E402
-from designer.engineers import SelfEngineer, make_engineer  # noqa: E402
+from designer.engineer.context import Context, ContextBuilder  # noqa: E402
+from designer.engineer.edits import preset_space  # noqa: E402
+from designer.engineer.engineers import SelfEngineer, make_engineer  # noqa: E402
+from designer.llm.calllog import CallLog  # noqa: E402
 from designer.settings import RunSettings  # noqa: E402
 
 
@@ -64,7 +64,7 @@ def trainee(tmp_path_factory):
 @pytest.fixture(scope="module")
 def world():
     """A context of a briefly trained PPO trainee (MAPF), and what verification needs."""
-    from designer.context import mapf_failures
+    from designer.tasks.mapf.failures import mapf_failures
     from jaxenv.mapf import Capacity, MAPFFrozenLake
     from jaxenv.mapf.benchmark.validator import load_validator
     from policy import ActorCritic, Hparams, make_train, validate
@@ -92,9 +92,9 @@ def _engineer(trainee, tmp_path, log):
 
 
 def test_self_engineer_proposes_constrained_verified_logged(trainee, world, tmp_path):
-    from designer.backends.replay import ReplayBackend
-    from designer.engineers import LLMEngineer
-    from designer.verify import Verifier
+    from designer.engineer.engineers import LLMEngineer
+    from designer.llm.replay import ReplayBackend
+    from designer.run.scoring import CandidateScorer
 
     ctx, space = world["ctx"], world["space"]
     log = CallLog(tmp_path / "calls.jsonl")
@@ -110,7 +110,7 @@ def test_self_engineer_proposes_constrained_verified_logged(trainee, world, tmp_
     for r in call["replies"]:  # the grammar bound every reply: each parses strictly
         assert r["edit"] is not None and r["error"] is None, r
     # verified and chosen like any engineer's candidates
-    ver = Verifier(world["env"], world["net"], k=4, episodes=16, space=space)
+    ver = CandidateScorer(world["env"], world["net"], k=4, episodes=16, space=space)
     scores = ver.score(world["params"], [p.values for p in props], ctx.current,
                        jax.random.PRNGKey(3))
     assert len(scores) == len(props)
@@ -144,7 +144,7 @@ def test_self_needs_an_llm_trainee(tmp_path, trainee):
         make_engineer(s)
     with pytest.raises(ValueError, match="the self engineer needs --trainee llm"):
         make_engineer(s, trainee=object())
-    from designer.runfolder import RunFolder
+    from designer.run.folder import RunFolder
 
     eng = make_engineer(s, RunFolder(tmp_path / "run"), trainee=trainee)
     assert isinstance(eng, SelfEngineer) and eng.name == "self"

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from designer.edits import preset_space
-from designer.engineers import RulesEngineer
+from designer.engineer.edits import preset_space
+from designer.engineer.engineers import RulesEngineer
 from designer.settings import RunSettings
 from designer.tasks import CauseRule, Curriculum, make_task
-from designer.tasks.mapf import CURRICULUM
+from designer.tasks.mapf.task import CURRICULUM
 from jaxenv.config_space import ConfigSpace, Knob
 from jaxenv.mapf import make_config_space
 
@@ -128,7 +128,7 @@ def test_the_runs_reward_reaches_training_and_evaluation():
 def test_every_control_family_has_its_own_guidelines():
     """G is written per family (issue 14 §4): each registered family, Brax's included, has its
     own guideline file beside the shared control one, and it names its task."""
-    from designer.tasks.control import guideline_files
+    from designer.tasks.control.task import guideline_files
     from jaxenv.control.registry import ALL_NAMES
 
     for name in ALL_NAMES:

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from mapf_policies import constant_policy, toward_goal_policy
 
-from designer.sampling import random_values
-from designer.verify import Score, Verifier, coverage, distance
+from designer.engineer.sampling import random_values
+from designer.run.scoring import CandidateScorer, Score, coverage, distance
 from jaxenv.mapf import Capacity, MAPFFrozenLake
 from policy.network import ActorCritic
 
@@ -25,7 +25,7 @@ def _score(p: float) -> Score:
 
 @pytest.fixture(scope="module")
 def verifier():
-    return Verifier(ENV, NET, k=4, episodes=64, targets={"size_weights": ("3", "4", "5")})
+    return CandidateScorer(ENV, NET, k=4, episodes=64, targets={"size_weights": ("3", "4", "5")})
 
 
 def test_choice_rule_floor_ceiling_learnability_then_order(verifier):
@@ -81,7 +81,7 @@ def test_distance_and_coverage():
 
 def test_coverage_counts_only_what_an_edit_can_reach():
     """Held-out agent counts above the capacity, and knobs a preset pins, are left out."""
-    from designer.edits import preset_space
+    from designer.engineer.edits import preset_space
 
     base = SPACE.default()
     targets = {"size_weights": ("3", "4", "5", "9"), "agent_weights": ("3", "4", "5")}
@@ -108,8 +108,8 @@ def test_graded_signal_puts_a_candidate_inside_the_window_that_success_leaves_ou
                       episodes=8, outcomes={}, p=g if signal == "return" else None,
                       signal=signal, normalized_return=g) for s, g in zip(ok, nret)]
 
-    by_success = Verifier(evaluator=object(), space=SPACE, signal="success")
-    graded = Verifier(evaluator=object(), space=SPACE, signal="return")
+    by_success = CandidateScorer(evaluator=object(), space=SPACE, signal="success")
+    graded = CandidateScorer(evaluator=object(), space=SPACE, signal="return")
     assert [s.p for s in scores("success")] == ok
     c = by_success.choose(scores("success"))
     assert c.index is None and "success is inside" in c.reason
@@ -130,8 +130,8 @@ def test_a_score_reads_back_from_old_and_new_candidates_json():
 
 def test_bad_signal_and_a_return_signal_without_returns_fail_clearly():
     with pytest.raises(ValueError, match="unknown verify signal"):
-        Verifier(ENV, NET, k=2, episodes=8, signal="reward")
-    mapf = Verifier(ENV, NET, k=2, episodes=8, signal="return")  # MAPF reports no returns
+        CandidateScorer(ENV, NET, k=2, episodes=8, signal="reward")
+    mapf = CandidateScorer(ENV, NET, k=2, episodes=8, signal="return")  # MAPF reports no returns
     with pytest.raises(ValueError, match="normalized_return"):
         mapf.score(toward_goal_policy(NET, ENV), [SPACE.default()], SPACE.default(),
                    jax.random.PRNGKey(0))
@@ -165,7 +165,7 @@ def test_a_real_control_env_chooses_only_under_the_graded_signal():
         easy[f"{name}_min"] = easy[f"{name}_max"] = v
     out = {}
     for signal in ("success", "return"):
-        v = Verifier(task.env, net, k=2, episodes=32, space=space, signal=signal)
+        v = CandidateScorer(task.env, net, k=2, episodes=32, space=space, signal=signal)
         scores = v.score(params, [cur, easy], cur, jax.random.PRNGKey(1))
         assert [s.success for s in scores] == [0.0, 0.0]
         assert all(s.normalized_return is not None for s in scores)

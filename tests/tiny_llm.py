@@ -21,7 +21,7 @@ def tiny_backend(seed: int = 0):
     from tokenizers import Tokenizer, decoders, models, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from designer.backends.hf import TransformersBackend
+    from designer.llm.hf import TransformersBackend
 
     bpe = Tokenizer(models.BPE())
     bpe.decoder = decoders.Fuse()

@@ -21,13 +21,15 @@ CORPUS = ["A0: (0,0) -> (0,1) -> (1,1)", "A1: (2,2) -> (2,2) -> (2,1)",
 def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
                 vocab: int = 64, layers: int = 2, head_scale: float = 0.05,
                 tied: bool = False, json_text: bool = False, corpus: tuple[str, ...] = (),
-                family: str = "llama") -> Path:
+                family: str = "llama", qk_scale: float = 1.0) -> Path:
     """Write the tiny model (config, safetensors, tokenizer) into ``path``.
 
     ``json_text``: every byte in the vocabulary (at least 300 tokens), so a grammar can make
     the model write any JSON (the ``self`` engineer's tests); ``corpus``: more BPE training
     text (shorter prompts in tokens); ``family``: "llama" or "qwen3" (whose RMSNorm weights,
-    the q/k norms included, are drawn around 1 rather than left at 1: their mapping shows)."""
+    the q/k norms included, are drawn around 1 rather than left at 1: their mapping shows);
+    ``qk_scale``: queries and keys scaled up (their projections; Qwen3's q/k norms), so
+    attention depends sharply on the positions (a wrong RoPE theta moves the logits far)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import (
@@ -62,12 +64,17 @@ def tiny_folder(path: Path, rope_theta: float = 10_000.0, seed: int = 0,
     lm = lm_cls(config).eval()
     with torch.no_grad():
         lm.lm_head.weight.mul_(head_scale)  # small: near-uniform sampling, random lengths
+        for name, w in lm.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                w.mul_(qk_scale)
         if family != "llama":
             for name, w in lm.named_parameters():
                 if name.endswith("norm.weight"):
                     w.copy_(1 + 0.2 * torch.randn_like(w))
+                if name.endswith(("q_norm.weight", "k_norm.weight")):
+                    w.mul_(qk_scale)  # the q/k norms set the attention's scale here
     path.mkdir(parents=True, exist_ok=True)
-    if tied:  # as designer.backends.hf caches a GGUF: safetensors keeps only lm_head.weight
+    if tied:  # as designer.llm.hf caches a GGUF: safetensors keeps only lm_head.weight
         from safetensors.torch import save_model
 
         save_model(lm, str(path / "model.safetensors"), metadata={"format": "pt"})

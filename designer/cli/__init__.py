@@ -51,8 +51,8 @@ def check(argv: list[str] | None = None) -> Callable[[], int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from designer.backends import BackendError
-    from designer.runfolder import RunLocked
+    from designer.llm import BackendError
+    from designer.run.folder import RunLocked
 
     try:
         return check(argv)()

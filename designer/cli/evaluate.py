@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from designer.backends import NAMES as BACKENDS
 from designer.cli.door import (
     DEFAULT_OUT,
     CliError,
@@ -22,6 +21,7 @@ from designer.cli.door import (
     writable_file,
 )
 from designer.cli.flags import saved_settings
+from designer.llm import NAMES as BACKENDS
 from designer.settings import SEED_LIMIT
 
 
@@ -75,7 +75,7 @@ def check(args: argparse.Namespace) -> Callable[[], int]:
         return check_llm(args)
     if args.run is None:
         raise CliError("eval: give a run folder, or --llm for an LLM's whole plans")
-    from designer.runfolder import RunFolder
+    from designer.run.folder import RunFolder
 
     run_folder(args.run, "eval")
     settings = saved_settings(args.run / "run.json")
@@ -87,7 +87,7 @@ def evaluate_run(args: argparse.Namespace, settings: Any) -> int:
     """The held-out table of one finished stage of a run (its result by default)."""
     import jax
 
-    from designer.loop import ClosedLoop
+    from designer.run.loop import ClosedLoop
 
     loop = ClosedLoop(settings.model_copy(update={"engineer": "fixed"}), args.run)
     done = loop.folder.finished_stages()
@@ -127,8 +127,8 @@ def check_llm(args: argparse.Namespace) -> Callable[[], int]:
 
 def llm_backend(args: argparse.Namespace) -> Any:
     """The backend `eval --llm` asks (logged into --call-log when given)."""
-    from designer.backends import LoggedBackend, make_backend
-    from designer.calllog import CallLog
+    from designer.llm import LoggedBackend, make_backend
+    from designer.llm.calllog import CallLog
 
     if args.backend == "openai":
         options: dict[str, Any] = {"base_url": args.base_url, "model": args.model}
@@ -144,9 +144,9 @@ def llm_backend(args: argparse.Namespace) -> Any:
 
 def ask(args: argparse.Namespace, path: Path, mode: str) -> int:
     """Ask the LLM for every selected instance not answered yet, then print the table."""
-    from designer import plan_eval
-    from designer.answer_log import AnswerLog
-    from designer.backends import BackendError
+    from designer.llm import BackendError
+    from designer.tasks.mapf.plans import evaluate as plan_eval
+    from designer.tasks.mapf.plans.answer_log import AnswerLog
 
     answers = AnswerLog(path)
     try:
@@ -166,10 +166,10 @@ def ask(args: argparse.Namespace, path: Path, mode: str) -> int:
 
 def table(args: argparse.Namespace, path: Path) -> int:
     """The paper's table of an answers file (printed, and written to --table)."""
-    from designer import plan_eval
-    from designer.answer_log import AnswerLog
+    from designer.tasks.mapf.plans import evaluate as plan_eval
+    from designer.tasks.mapf.plans.answer_log import AnswerLog
 
-    result = plan_eval.score(AnswerLog(path), cost=args.cost)
+    result = plan_eval.evaluate(AnswerLog(path), cost=args.cost)
     text = plan_eval.markdown(result)
     print(text)
     if args.table:

@@ -142,7 +142,7 @@ def settings_from(data: dict[str, Any]) -> RunSettings:
 def saved_settings(run_json: Path) -> RunSettings:
     """The settings a run folder was started with, through the one migration of old runs
     (`designer.settings.migrate`: options added since are filled in as that run had them)."""
-    from designer.runfolder import RunFolder
+    from designer.run.folder import RunFolder
 
     try:
         return migrate(RunFolder(run_json.parent).run_json())

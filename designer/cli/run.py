@@ -101,7 +101,7 @@ def print_table(results: list[Any], title: str, selection: dict[str, Any] | None
     t.add_column("model")
     for k in ("3", "4", "5"):
         t.add_column(f"{k} agents (valid / optimal %)")
-    from designer.report import PAPER
+    from designer.tasks.mapf.report import PAPER
 
     for name, cells in PAPER.items():
         t.add_row(name, *[f"{v:.2f} / {o:.2f}" for v, o in cells])
@@ -114,7 +114,7 @@ def print_table(results: list[Any], title: str, selection: dict[str, Any] | None
 
 
 def run_one(settings: RunSettings, out: Path, *, processes: Any = None) -> list[Any]:
-    from designer.loop import ClosedLoop
+    from designer.run.loop import ClosedLoop
 
     if settings.learn.enabled:
         from policy.llm.engineer_rl import prefer_memory_schedule
@@ -135,7 +135,7 @@ def run_one(settings: RunSettings, out: Path, *, processes: Any = None) -> list[
 def check(args: argparse.Namespace) -> Callable[[], int]:
     """The run, once its settings and folder pass (nothing is created before)."""
     if args.resume:
-        from designer.runfolder import RunFolder
+        from designer.run.folder import RunFolder
 
         out = run_folder(args.resume, "--resume")
         settings = saved_settings(args.resume / "run.json")
@@ -155,7 +155,7 @@ def check(args: argparse.Namespace) -> Callable[[], int]:
 
 def execute(args: argparse.Namespace, settings: RunSettings, out: Path) -> int:
     from designer.report import write_report
-    from designer.runfolder import RunFolder
+    from designer.run.folder import RunFolder
 
     processes = None
     if args.distributed:

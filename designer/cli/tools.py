@@ -37,7 +37,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def demo(args: argparse.Namespace) -> int:
-    from designer.demo import demo
+    from designer.tasks.mapf.demo import demo
 
     demo(args.levels, args.envs, args.steps, args.seed)
     return 0

@@ -19,7 +19,7 @@ import sys
 from contextlib import suppress
 from typing import Any
 
-from designer.runfolder import RunFolder
+from designer.run.folder import RunFolder
 from designer.sweep.launch import FAULT_CHILD_ENV
 
 CLI_MODULE = "designer.cli"  # the `envengineer` command, run as a process

@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from designer.runfolder import RunFolder, RunLocked
+from designer.run.folder import RunFolder, RunLocked
 from designer.settings import upgrade_saved
 from designer.sweep.report import (
     ATTEMPTS,

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from designer.report import AGENTS
-from designer.runfolder import RunFolder
+from designer.run.folder import RunFolder
 from designer.sweep.spec import SweepSpec
 from designer.sweep.trials import ABLATION, ROUND0_FIELD, Trial, variant_of
+from designer.tasks.mapf.report import AGENTS
 
 ATTEMPTS = "sweep/attempts.jsonl"  # a trial's attempts, one JSON line each, in its run folder
 
@@ -41,14 +41,14 @@ def read_attempts(run_dir: Path) -> list[dict[str, Any]]:
 
 def result_row(t: Trial, out: Path, state: str) -> dict[str, Any]:
     """One line of results.jsonl: the trial's overrides, status and the held-out figures of
-    its result (the stage `designer.selection` chose; the last stage of older runs)."""
+    its result (the stage `designer.run.selection` chose; the last stage of older runs)."""
     d = out / t.name
     folder = RunFolder(d)
     done = folder.finished_stages()
     last = folder.read_json(folder.stage_rel(done[-1]) / "done.json") if done else {}
     attempts = read_attempts(d)
     ok = is_finished(d, t.settings.stages)
-    result = last  # a run saved before `designer.selection`: its last stage
+    result = last  # a run saved before `designer.run.selection`: its last stage
     sel = folder.selection() if ok else None
     if sel:
         result = {"stage": sel["stage"], "heldout_by_agents": sel["heldout"].get(

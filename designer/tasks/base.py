@@ -6,8 +6,10 @@ space (after the preset and the run's pinned rules), the frozen validation and h
 validators (`policy.validation.validate` plays them), the rules they are played under, the
 coverage targets of verification, how a validation becomes F (the failure breakdown the
 engineer reads), the guidelines file G, the headline numbers of a table and how the hand-written
-`rules` engineer moves the knobs (`Curriculum`). The loop and the engineers never branch on the
-family: a new family is a new `Task` builder in `designer.tasks`.
+`rules` engineer moves the knobs (`Curriculum`). A `Family` is what designer reads of a family
+before a run builds its `Task`: its environment names, the builder, its report and the settings
+it needs. The loop, the report and the engineers never branch on the family: a new family is a
+new folder `designer.tasks.<family>` exporting its `FAMILY`.
 """
 
 from __future__ import annotations
@@ -15,23 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-
-class Failures(Protocol):
-    """F of one stage, as the context builder, the history and the rules engineer read it."""
-
-    split: str
-    train: dict[str, float]
-    trajectories: list[str]
-
-    def summary(self) -> str: ...
-
-    def render(self, *, n_traj: int, sizes: int | None, cells: bool = True) -> str: ...
-
-    def cause_totals(self) -> dict[str, int]: ...
-
-    def failures_by_key(self, knob: str) -> dict[str, float] | None: ...
+from designer.tasks.failures import Failures
 
 
 @dataclass(frozen=True)
@@ -81,8 +69,29 @@ class Task:
     markdown: Callable[[Any, str], str]  # (table, title) -> the task's table in markdown
     guidelines: Path | tuple[Path, ...]  # G: the family's shipped guidelines (files, joined)
     curriculum: Curriculum
-    # the one validation number model selection maximises (designer.selection): a table's
+    # the one validation number model selection maximises (designer.run.selection): a table's
     # to_dict -> a float, larger is better
     score: Callable[[Mapping[str, Any]], float]
     targets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # verification coverage
     describe: str = ""  # one line: what the family is
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family's entry in `designer.tasks`: what the settings, the loop and the report read.
+
+    names: the environment names it serves (`RunSettings.env`); task: (name, settings) ->
+    `Task`; report: (runs, out, *, title, command) -> the written `report.md` (the generic
+    report hands it the loaded runs, `designer.tasks.report.Run`); curriculum: name -> the
+    `rules` engineer's `Curriculum` (without building the task); trainee_defaults: name -> the
+    trainee settings it needs unless the run sets them; verify_defaults: likewise for
+    candidate scoring.
+    """
+
+    name: str
+    names: tuple[str, ...]
+    task: Callable[[str, Any], Task]
+    report: Callable[..., Path]
+    curriculum: Callable[[str], Curriculum]
+    trainee_defaults: Callable[[str], dict[str, Any]] = lambda name: {}
+    verify_defaults: Mapping[str, Any] = field(default_factory=dict)

@@ -32,7 +32,6 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -154,11 +153,10 @@ class EngineerLearner:
 
     # ------------------------------------------------------------------------ data
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        """The ids the transformers backend feeds for ``messages`` (its own code)."""
-        from designer.backends.hf import TransformersBackend
+        """The ids the transformers backend feeds for ``messages`` (the same code)."""
+        from policy.llm.models import prompt_ids
 
-        return TransformersBackend.prompt_ids(SimpleNamespace(tokenizer=self.tokenizer,
-                                                              model="engineer"), messages)
+        return prompt_ids(self.tokenizer, messages, "engineer")
 
     def batch(self, messages: list[dict[str, str]], texts: list[str],
               ended: list[bool] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:

@@ -1,8 +1,8 @@
 """A tunix Llama or Qwen3 (LoRA merged) written back as a transformers model folder.
 
-Why: the ``self`` engineer (``designer.engineers.SelfEngineer``) asks the *current trainee
+Why: the ``self`` engineer (``designer.engineer.engineers.SelfEngineer``) asks the *current trainee
 checkpoint* for the next config, grammar-constrained like every engineer. The constrained
-decoder of the project is outlines over transformers (``designer.backends.hf``), so the
+decoder of the project is outlines over transformers (``designer.llm.hf``), so the
 checkpoint goes where that backend already reads models: a safetensors folder.
 
 ``export_hf(model, tokenizer, source_folder, out)``:

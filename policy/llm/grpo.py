@@ -1,9 +1,9 @@
-"""The GRPO trainee: tunix's RLCluster (vanilla JAX rollout) + GRPOLearner on whole MAPF plans.
+"""The GRPO trainee: tunix's RLCluster (vanilla JAX rollout) + GRPOLearner on a task's prompts.
 
 ``GRPOTrainee(model, tokenizer, stage, settings)`` trains a tunix Llama or Qwen3 model on a
-``policy.llm.stages.Stage``: each step takes ``prompts_per_step`` prompts, samples ``group``
-replies each, scores them with the paper's reward (``policy.llm.reward``, verifier in one
-jitted call) and takes one GRPO update (clip ``epsilon``, KL ``beta`` to the frozen
+``policy.llm.stage.Stage``: each step takes ``prompts_per_step`` prompts, samples ``group``
+replies each, scores them with the stage's reward (MAPF's: the paper's, from the verifier in
+one jitted call) and takes one GRPO update (clip ``epsilon``, KL ``beta`` to the frozen
 reference). LoRA (qwix, rank 16) by default, the base being the reference; ``lora_rank=0`` is a
 full fine-tune with a reference copy. Every rollout gets its own key (``tunix_adapter``), so a
 seed reproduces a run and consecutive steps sample differently. Checkpoints: tunix's orbax
@@ -19,13 +19,12 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from policy.llm import reward as reward_lib
 from policy.llm import tunix_adapter as adapter
-from policy.llm.stages import Stage
+from policy.llm.stage import Stage
 
 
 class GRPOSettings(BaseModel):
-    """GRPO hyperparameters (defaults: the CPU preset of the issue)."""
+    """GRPO hyperparameters (defaults: the CPU preset)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -43,8 +42,6 @@ class GRPOSettings(BaseModel):
     seed: int = Field(0, ge=0, le=2**31 - 1, description="Data order and rollout keys.")
     checkpoint_dir: str | None = Field(None, description="orbax checkpoints (None: none).")
     checkpoint_every: int = Field(10, ge=1, le=1_000_000, description="Steps between saves.")
-    reward: reward_lib.RewardConfig = Field(default_factory=reward_lib.RewardConfig,
-                                            description="The paper's reward constants.")
 
 
 @dataclass
@@ -139,15 +136,12 @@ class GRPOTrainee:
     # ------------------------------------------------------------------------ reward
     def _reward(self, prompts: list[str], completions: list[str], level: Any = None,
                 **_: Any) -> list[float]:
-        """The paper's reward of each completion against its prompt's level."""
-        from policy.llm.stages import index_many
-
+        """The stage's reward of each completion against its prompt."""
         idx = np.asarray(level, np.int64).reshape(-1)
         n_tokens = [len(self.tokenizer(c, add_special_tokens=False)["input_ids"])
                     for c in completions]
         progress = len(self.log.reward) / max(self.settings.steps - 1, 1)
-        r = reward_lib.plan_reward(index_many(self.stage.levels, idx), completions, n_tokens,
-                                   progress, self.settings.reward)
+        r = self.stage.reward(idx, list(completions), n_tokens, progress)
         self.log.reward.append(float(np.mean(r["total"])))
         self.log.accuracy.append(float(np.mean(r["accuracy"])))
         self.log.valid.append(float(np.mean(r["accuracy"] > 0)))

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from policy.llm import tunix_adapter as adapter
-from policy.llm.stages import Stage
+from policy.llm.stage import Stage
 
 
 class SFTSettings(BaseModel):

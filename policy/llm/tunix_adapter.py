@@ -41,7 +41,7 @@ the family its ``model_type`` names: ``FAMILIES``, "llama" -> ``tunix.models.lla
 -> ``tunix.models.qwen3``; anything else, or a Qwen3 asking for attention biases, sliding
 windows or rope scaling that tunix's Qwen3 does not compute, is a ValueError) and
 ``load_model`` (a safetensors folder of either family, by path, or the embedded SmolLM2 GGUF
-converted once through ``designer.backends.hf.model_folder``). ``apply_lora`` targets the
+converted once through ``policy.llm.models.model_folder``). ``apply_lora`` targets the
 projections by the names both families share (``q_proj`` ... ``down_proj``).
 """
 
@@ -442,11 +442,11 @@ def tied(cfg: Any) -> bool:
 
 def load_model(model: str | Path | None = None, mesh: Any = None) -> tuple[Any, Any, Path]:
     """(tunix model, fixed HF tokenizer, folder) from a safetensors folder or a GGUF file
-    (default: the embedded SmolLM2, converted once into the cache by ``designer.backends.hf``).
+    (default: the embedded SmolLM2, converted once into the cache by ``policy.llm.models``).
     The family follows config.json's model_type (``FAMILIES``). Applies the RoPE fix first."""
     import importlib
 
-    from designer.backends.hf import _import_transformers, model_folder
+    from policy.llm.models import import_transformers, model_folder
 
     fix_rope()
     logits_where_read()
@@ -456,7 +456,7 @@ def load_model(model: str | Path | None = None, mesh: Any = None) -> tuple[Any, 
 
     weights = tied_folder(folder)
 
-    _, auto_tok = _import_transformers()
+    _, auto_tok = import_transformers()
     tok = fix_tokenizer(auto_tok.from_pretrained(str(folder), local_files_only=True))
     mesh = make_mesh() if mesh is None else mesh
     with mesh:
@@ -476,7 +476,7 @@ def tied_folder(folder: Path) -> Path:
     from safetensors import safe_open
     from safetensors.numpy import save_file
 
-    from designer.backends.hf import cache_dir
+    from policy.llm.models import cache_dir
 
     files = sorted(folder.glob("*.safetensors"))
     keys: dict[str, Path] = {}

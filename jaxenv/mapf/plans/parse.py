@@ -6,7 +6,7 @@ read goes into `ParseReport.errors`. `plan_arrays` turns paths into the array fo
 
 Replies are untrusted, so parsing is bounded and linear: a reply longer than
 `MAX_REPLY_CHARS` is an error (an LLM reply is a few thousand tokens), JSON goes through
-`jaxenv.config_space.loads_bounded` (depth bounded before decoding), numbers longer than
+`jaxenv.replies.loads_bounded` (depth bounded before decoding), numbers longer than
 `MAX_NUMBER_DIGITS` digits and agent labels above `MAX_AGENT_LABEL` are errors, and the label
 and fence patterns use possessive quantifiers so that no line can make them backtrack.
 """
@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from flax import struct
 
-from jaxenv.config_space import MAX_INT_DIGITS, loads_bounded
+from jaxenv.replies import MAX_INT_DIGITS, loads_bounded
 
 Cell = tuple[int, int]
 _COORD_CLIP = 1 << 20

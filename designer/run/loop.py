@@ -1,0 +1,467 @@
+"""The closed loop: train a stage, validate, ask the engineer, verify, choose, record, continue.
+
+Stage k of `ClosedLoop.run()`:
+1. train the trainee on the current config for the stage budget (`policy.trainee.Trainee`:
+   the jitted PPO trainee, one jit, a new config never recompiles; or the GRPO LLM trainee;
+   the state carries over; the loop never branches on the kind);
+2. validate on the *validation* split (the engineer's evidence, F) and evaluate on the
+   *held-out* split (for the report only; no engineer ever reads it);
+3. build the context (F, G, H without round 0, T, optional S) and ask the engineer for
+   candidates (an LLM engineer that fails falls back to the `rules` engineer, and the log says
+   so);
+4. verify every candidate with the current policy on fresh levels (`designer.run.scoring`, one jit)
+   and choose by the documented rule (engineers marked unverified take their own proposal);
+5. write everything to the run folder (`designer.run.folder`) and mark the stage done.
+
+After the last stage the run hands back one stage's policy (`designer.run.selection`): by default
+the one with the best validation score, written with its held-out table to `selected.json`.
+
+Round 0 starts from a random config drawn from the seed, the same for every engineer, as in
+the paper. Every engineer gets the same training budget (stages x env steps per stage);
+verification rollouts are counted and reported separately. `resume` continues from the last
+finished stage: the trainee is restored from that stage's orbax checkpoint, the history from
+its files, and every random draw depends only on (seed, stage), so a resumed run ends where an
+uninterrupted one would (LLM calls are replayed from the call log).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from designer.engineer.context import Context, ContextBuilder, HistoryEntry, editable_values
+from designer.engineer.engineers import make_engineer
+from designer.engineer.sampling import random_values
+from designer.run.folder import SELECTED, RunCorrupt, RunFolder
+from designer.run.scoring import CandidateScorer
+from designer.run.selection import select_stage
+from designer.settings import RunSettings, upgrade_saved
+from designer.tasks import make_task
+from designer.trainees import make_trainee
+
+
+@dataclass
+class StageResult:
+    stage: int
+    values: dict[str, Any]
+    env_steps: int
+    times: dict[str, float]
+    validation: dict[str, Any]  # table (validation split)
+    heldout: dict[str, Any] | None  # table (held-out split), None where not evaluated
+    train: dict[str, float]
+    choice: dict[str, Any] = field(default_factory=dict)
+    last: bool = False
+
+
+def round0_values(space: Any, seed: int) -> dict[str, Any]:
+    """Round 0's random config: a function of the seed only (the same for every engineer)."""
+    return random_values(space, np.random.default_rng([seed, 0x0]))
+
+
+def broadcast_values(values: dict[str, Any], size: int = 1 << 16) -> dict[str, Any]:
+    """Process 0's config values on every process (JSON bytes in a fixed-size buffer)."""
+    from jax.experimental import multihost_utils
+
+    blob = json.dumps(values).encode()
+    if len(blob) > size:
+        raise ValueError(f"a config of {len(blob)} bytes does not fit the broadcast buffer")
+    buf = np.zeros(size + 4, np.uint8)
+    buf[:4] = np.frombuffer(np.uint32(len(blob)).tobytes(), np.uint8)
+    buf[4:4 + len(blob)] = np.frombuffer(blob, np.uint8)
+    got = np.asarray(multihost_utils.broadcast_one_to_all(buf))
+    n = int(np.frombuffer(got[:4].tobytes(), np.uint32)[0])
+    return json.loads(got[4:4 + n].tobytes().decode())
+
+
+def budget(settings: RunSettings, trainee: Any) -> dict[str, Any]:
+    """The training budget per stage: the env steps asked for (`stage_steps`), those a stage
+    trains (`trainee.steps_per_stage`) and, where they differ, why."""
+    ran, asked = int(trainee.steps_per_stage), int(settings.stage_steps)
+    why, kind = None, getattr(trainee, "kind", None)
+    if ran != asked:
+        why = "the trainee's own budget per stage"
+        if kind == "ppo":
+            t = settings.trainee
+            why = (f"rounded to whole PPO updates: {settings.num_updates} x ({t.num_envs} envs "
+                   f"x {t.num_steps} steps)")
+        elif kind == "llm":
+            m = settings.llm
+            why = (f"the LLM trainee samples {m.steps} GRPO updates x {m.prompts_per_step} "
+                   f"prompts x {m.group} replies a stage (its `llm` settings; --stage-steps "
+                   "is the PPO trainee's)")
+    return {"stage_steps_asked": asked, "stage_steps": ran, "why": why}
+
+
+def budget_line(b: dict[str, Any]) -> str | None:
+    """One line saying that a stage trains other than the asked steps, and why; else None."""
+    if b.get("why") is None:
+        return None
+    return (f"each stage trains {b['stage_steps']:,} env steps, not the {b['stage_steps_asked']:,} "
+            f"asked for: {b['why']}")
+
+
+def warn(message: str) -> None:
+    """The loop's default console note: one line on stderr."""
+    print(f"note: {message}", file=sys.stderr, flush=True)
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("jax", "jaxlib", "flax", "optax", "gymnax", "numpy", "envengineer",
+                "transformers", "outlines", "torch"):
+        with suppress(md.PackageNotFoundError):
+            out[pkg] = md.version(pkg)
+    return out
+
+
+def git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+class ClosedLoop:
+    """One run of the closed loop into a run folder (see the module docstring)."""
+
+    def __init__(self, settings: RunSettings, out: str | Path, *,
+                 first: dict[str, Any] | None = None,
+                 on_phase: Callable[[int, str, str], None] | None = None,
+                 on_note: Callable[[str], None] | None = None,
+                 backend: Any = None, processes: Any = None):
+        self.s = settings
+        self.folder = RunFolder(out)
+        # Many processes (`policy.distributed`): training runs over every process's devices;
+        # process 0 alone writes the run folder and asks the engineer, and its choice is
+        # broadcast, so every process trains on the same configs.
+        self.processes = processes
+        self.multi = processes is not None and processes.count > 1
+        self.on_phase = on_phase or (lambda stage, phase, what: None)
+        self.on_note = on_note or warn  # what the user must see: fallbacks, budget, repairs
+        # Everything about the environment family (MAPF, a control task, ...) is the task's.
+        self.task = make_task(settings)
+        self.env, self.space = self.task.env, self.task.space
+        # Whatever learns (PPO, the GRPO LLM) is behind `policy.trainee.Trainee`.
+        self.trainee = make_trainee(settings, self.task, processes)
+        self.validator, self.heldout = self.task.validator, self.task.heldout
+        self.eval_cfg = self.task.eval_cfg  # validation and held-out play under the run's rules
+        v = settings.verify
+        self.scorer = CandidateScorer(evaluator=self.trainee.evaluator, k=v.k,
+                                 episodes=self.trainee.verify_episodes(v.episodes),
+                                 floor=v.floor, ceiling=v.ceiling, targets=self.task.targets,
+                                 space=self.space, signal=v.signal)
+        self.engineer = make_engineer(settings, self.folder, backend=backend, task=self.task,
+                                      trainee=self.trainee)
+        self.builder = ContextBuilder(settings.context,
+                                      guidelines=settings.guidelines or self.task.guidelines,
+                                      history_k=settings.history_k,
+                                      history_round0=settings.history_round0,
+                                      token_budget=settings.token_budget,
+                                      count_tokens=getattr(self.engineer, "count_tokens", None))
+        self.first = first
+        self.verify_episodes = 0
+        self.self_summary: str | None = None  # S: the chosen proposal's own rationale
+        self.selection: dict[str, Any] | None = None  # selected.json, once the run is done
+        self.budget = budget(settings, self.trainee)
+
+    # ------------------------------------------------------------------ helpers
+    @contextmanager
+    def phase(self, stage: int, name: str, times: dict[str, float]) -> Iterator[None]:
+        self.on_phase(stage, name, "start")
+        t = time.perf_counter()
+        yield
+        times[name] = times.get(name, 0.0) + time.perf_counter() - t
+        self.on_phase(stage, name, "end")
+
+    def key(self, stage: int, what: int) -> jax.Array:
+        return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(self.s.seed), stage),
+                                  what)
+
+    def verify(self, policy: Any, stage: int, current: dict) -> Callable:
+        def run(cands: list[dict]) -> list:
+            n = -(-len(cands) // self.scorer.k) * self.scorer.k
+            self.verify_episodes += n * self.scorer.episodes
+            return self.scorer.score(policy, cands, current, self.key(stage, 7))
+        return run
+
+    # --------------------------------------------------------------------- run
+    def run(self) -> list[StageResult]:
+        if self.multi and not self.processes.is_main:
+            return self._run()
+        with self.folder:
+            return self._run()
+
+    @property
+    def main(self) -> bool:
+        return not self.multi or self.processes.is_main
+
+    def _run(self) -> list[StageResult]:
+        f, s = self.folder, self.s
+        done = f.finished_stages()
+        if self.main:
+            f.discard_partial()
+        if not done and self.main:
+            f.write_sealed("run.json", {"settings": s.model_dump(), "versions": versions(),
+                                        "git_commit": git_commit(), "seed": s.seed,
+                                        "budget": self.budget,
+                                        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        elif done and (upgrade_saved(f.run_json()["settings"])
+                       != json.loads(s.model_dump_json())):
+            raise ValueError(f"{f.path} holds a run with other settings; resume it with the "
+                             "same flags or choose another --out")
+        if self.main and (line := budget_line(self.budget)):
+            self.on_note(line)
+        runner = self.trainee.init(jax.random.PRNGKey(s.seed))
+        history: list[HistoryEntry] = []
+        results = [self._load_stage(k) for k in done]
+        if results and self.main and f.write_metrics():
+            self.on_note(f"{f.name('metrics.jsonl')} did not match the finished stages: "
+                         "rewritten from them")
+        if results and results[-1].last:
+            return self._finish(results, runner)
+        if self.main and (f.path / SELECTED).exists():  # a stage was removed since: stale
+            (f.path / SELECTED).unlink()
+            self.on_note(f"{f.name(SELECTED)} named a stage that is no longer finished: "
+                         "removed; it is written again when the last stage is done")
+        for r in results:
+            history.append(HistoryEntry(stage=r.stage, values=editable_values(
+                self.space, r.values), summary=f.read(
+                    f.stage_rel(r.stage) / "validation.json")["summary"]))
+        self.verify_episodes = sum(r.times.get("verify_episodes", 0) for r in results)
+        if results:
+            runner = self.restore(done[-1], runner)
+            if self.multi:  # every process has read the same finished stages
+                from jax.experimental import multihost_utils
+
+                multihost_utils.sync_global_devices("envengineer resume")
+            values = results[-1].choice["next_values"]
+        else:
+            values = self.space.validate(self.first or round0_values(self.space, s.seed))
+        self.self_summary = results[-1].choice.get("rationale") if results else None
+        for stage in range(len(done), s.stages):
+            runner, result, entry = self._stage(stage, runner, values, history,
+                                                train_s=sum(r.times["train"] for r in results))
+            results.append(result)
+            history.append(entry)
+            values = result.choice["next_values"]
+            self.self_summary = result.choice.get("rationale") or None
+            if result.last:
+                break
+        return self._finish(results, runner)
+
+    def restore(self, stage: int, runner: Any) -> Any:
+        """The trainee state of finished stage `stage` from its checkpoint (its files checked
+        against the stage's digests first); RunCorrupt naming the checkpoint when it cannot
+        be read."""
+        self.folder.verify_stage(stage)
+        ckpt = self.folder.stage_dir(stage) / "ckpt"
+        absl = logging.getLogger("absl")  # orbax logs each unreadable file before it raises
+        level = absl.level
+        absl.setLevel(logging.CRITICAL)
+        try:
+            return self.trainee.restore(ckpt, runner)
+        except Exception as e:  # noqa: BLE001 -- whatever orbax raises: a damaged checkpoint
+            said = " ".join(str(e).split())[:200]
+            raise RunCorrupt(f"{ckpt}: the checkpoint cannot be read ({type(e).__name__}: "
+                             f"{said})") from None
+        finally:
+            absl.setLevel(level)
+
+    # --------------------------------------------------------------- selection
+    def _finish(self, results: list[StageResult], runner: Any) -> list[StageResult]:
+        """The run's result once its last stage is done: the stage `designer.run.selection`
+        chooses on validation, with its held-out table, in `selected.json` (read back when a
+        finished run is resumed). A chosen stage whose held-out split was skipped
+        (`heldout_every`) is restored from its checkpoint and evaluated with the key the loop
+        would have used, so the table is the one the stage itself would have written."""
+        if not results or not results[-1].last:
+            return results
+        f = self.folder
+        try:
+            self.selection = f.selection()
+        except RunCorrupt as e:  # it is recomputed from the stages, as at the run's end
+            self.selection = None
+            if self.main:
+                self.on_note(f"{e}; recomputing it from the stages")
+        if self.selection is not None:
+            return results
+        scores = [self.task.score(r.validation) for r in results]
+        k = select_stage(scores, self.s.select)
+        held = results[k].heldout
+        if held is None:
+            held = self.heldout_at(k, runner)
+        if self.main:
+            self.selection = {"rule": self.s.select, "stage": k, "last_stage": len(results) - 1,
+                              "scores": scores,
+                              "validation": self.task.headline(results[k].validation),
+                              "heldout": held, "heldout_evaluated_after_run": results[k].heldout
+                              is None}
+            f.write_sealed(SELECTED, self.selection)
+        return results
+
+    def heldout_at(self, stage: int, runner: Any) -> dict[str, Any] | None:
+        """Stage `stage`'s held-out table from its checkpoint (every process restores; the
+        main process evaluates, as in a stage)."""
+        runner = self.restore(stage, runner)
+        if not self.main:
+            return None
+        times: dict[str, float] = {}
+        with self.phase(stage, "heldout", times):
+            held = self.trainee.validate(runner, self.heldout, self.key(stage, 3))
+        return held.table.to_dict()
+
+    def _stage(self, stage: int, runner: Any, values: dict[str, Any],
+               history: list[HistoryEntry], train_s: float
+               ) -> tuple[Any, StageResult, HistoryEntry]:
+        f, s = self.folder, self.s
+        rel = f.stage_rel(stage)
+        times: dict[str, float] = {}
+        verified_before = self.verify_episodes
+        with self.phase(stage, "train", times):
+            runner, train = self.trainee.train_stage(runner, self.space.to_config(values),
+                                                     self.key(stage, 1), stage=stage)
+        with self.phase(stage, "validate", times):
+            val = self.trainee.validate(runner, self.validator, self.key(stage, 2))
+        out_of_time = (s.train_minutes is not None
+                       and train_s + times["train"] >= 60 * s.train_minutes)
+        last = stage == s.stages - 1 or out_of_time
+        held = None
+        if self.main and (last or (stage + 1) % s.heldout_every == 0):
+            with self.phase(stage, "heldout", times):
+                held = self.trainee.validate(runner, self.heldout, self.key(stage, 3))
+        failures = self.task.failures(val, train, s.seed + stage)
+        entry = HistoryEntry(stage=stage, values=editable_values(self.space, values),
+                             summary=failures.summary())
+        ctx = Context(stage=stage, stages_total=s.stages,
+                      env_steps_per_stage=self.trainee.steps_per_stage,
+                      env_steps_so_far=self.trainee.steps(runner), current=values,
+                      space=self.space,
+                      failures=failures, history=list(history), train=train,
+                      self_summary=self.self_summary,
+                      verify=self.verify(self.trainee.policy(runner), stage, values))
+        proposals, scores, choice = [], [], {"index": None, "reason": "last stage: no proposal",
+                                             "next_values": values}
+        if hasattr(self.engineer, "last_prompt"):
+            self.engineer.last_prompt = None
+        fallback = None
+        if not last and self.main:
+            with self.phase(stage, "propose", times):
+                proposals = self.engineer.propose(ctx)
+            fallback = getattr(self.engineer, "last_fallback", None)
+            if fallback:
+                self.on_note(f"stage {stage}: the {self.engineer.name} engineer fell back to "
+                             f"the rules engineer ({fallback})")
+            with self.phase(stage, "verify", times):
+                scores = ctx.verify([p.values for p in proposals])
+            if getattr(self.engineer, "verified", True):
+                c = self.scorer.choose(scores)
+                index, reason = c.index, c.reason
+            else:
+                index, reason = 0, f"{self.engineer.name} takes its own proposal (unverified)"
+            choice = {"index": index, "reason": reason,
+                      "next_values": values if index is None else proposals[index].values,
+                      "rationale": "" if index is None else proposals[index].rationale}
+            if fallback:
+                choice["fallback"] = fallback
+        if self.multi and not last:
+            choice = {**choice, "next_values": broadcast_values(choice["next_values"])}
+        times["verify_episodes"] = self.verify_episodes - verified_before
+        if not self.main:
+            result = StageResult(stage=stage, values=values, env_steps=self.trainee.steps(runner),
+                                 times=times, validation=val.table.to_dict(), heldout=None,
+                                 train=train, choice=choice, last=last)
+            return runner, result, entry
+        f.write_json(rel / "config.json", {"values": values,
+                                           "editable": editable_values(self.space, values)})
+        f.write_json(rel / "train.json", {**train, "env_steps": self.trainee.steps(runner)})
+        f.write_json(rel / "validation.json", {"split": val.split, "summary": entry.summary,
+                                               "table": val.table.to_dict(),
+                                               "failures": failures.__dict__})
+        heldout = None if held is None else held.table.to_dict()
+        f.write_json(rel / "heldout.json", {"split": "heldout", "table": heldout})
+        f.write_json(rel / "context.json", getattr(self.engineer, "last_prompt", None) or {
+            "rendered": self.builder.render(ctx).messages})
+        f.write_json(rel / "candidates.json", [
+            {**p.__dict__, "score": sc.to_dict()} for p, sc in zip(proposals, scores)])
+        f.write_json(rel / "choice.json", choice)
+        self.trainee.save(f.stage_dir(stage) / "ckpt", runner, step=stage)
+        result = StageResult(stage=stage, values=values, env_steps=self.trainee.steps(runner),
+                             times=times, validation=val.table.to_dict(), heldout=heldout,
+                             train=train, choice=choice, last=last)
+        f.finish_stage(stage, self._summary(result))
+        self._events(result)
+        self.on_phase(stage, "stage", "end")
+        return runner, result, entry
+
+    def _events(self, r: StageResult) -> None:
+        """TensorBoard scalars of a finished stage (x axis: training env steps)."""
+        from designer.run.tensorboard import EventLog
+
+        log = EventLog(self.folder.path)
+        vals = {f"train/{k}": v for k, v in r.train.items() if isinstance(v, float | int)}
+        vals.update({f"time/{k}": v for k, v in r.times.items()})
+        vals.update({f"validation/{k}": v for k, v in self.task.headline(r.validation).items()})
+        if r.heldout is not None:
+            vals.update({f"heldout/{k}": v for k, v in self.task.headline(r.heldout).items()})
+            for k, c in r.heldout.get("mean_over_sizes", {}).items():
+                vals[f"heldout/valid_{k}_agents"] = c["valid"]
+                vals[f"heldout/optimal_{k}_agents"] = c["optimal"]
+        log.scalars(r.env_steps, vals)
+        log.close()
+
+    def _summary(self, r: StageResult) -> dict[str, Any]:
+        held = r.heldout or {}
+        return {"stage": r.stage, "env_steps": r.env_steps, "times": r.times, "last": r.last,
+                "train_success": r.train["success_rate"],
+                "validation_overall": r.validation["overall"],
+                "validation_by_agents": r.validation.get("mean_over_sizes"),
+                "heldout_overall": held.get("overall"),
+                "heldout_by_agents": held.get("mean_over_sizes"), "values": r.values,
+                "choice": {k: v for k, v in r.choice.items() if k != "next_values"},
+                "fallback": r.choice.get("fallback"),
+                "stage_steps": self.budget["stage_steps"]}
+
+    def _load_stage(self, k: int) -> StageResult:
+        """Finished stage `k` from its files, verified (`RunFolder.verify_stage`) and checked
+        against their schemas and the config space; RunCorrupt naming the file otherwise."""
+        f = self.folder
+        rel = f.stage_rel(k)
+        done = f.verify_stage(k)
+        if done["stage"] != k:
+            raise RunCorrupt(f"{f.name(rel / 'done.json')}: stage: {done['stage']}, in the "
+                             f"folder of stage {k}")
+        choice = f.read(rel / "choice.json")
+        values = self._values(f.read(rel / "config.json")["values"], rel / "config.json",
+                              "values")
+        choice["next_values"] = self._values(choice["next_values"], rel / "choice.json",
+                                             "next_values")
+        return StageResult(stage=k, values=values,
+                           env_steps=done["env_steps"], times=done["times"],
+                           validation=f.read(rel / "validation.json")["table"],
+                           heldout=f.read(rel / "heldout.json")["table"],
+                           train=f.read(rel / "train.json"),
+                           choice=choice, last=done["last"])
+
+    def _values(self, values: dict[str, Any], rel: Path, field: str) -> dict[str, Any]:
+        """A saved config checked against the config space (bounds, grid of kinds, pins)."""
+        from jaxenv.config_space import ConfigError
+
+        try:
+            return self.space.validate(values)
+        except ConfigError as e:
+            raise RunCorrupt(f"{self.folder.name(rel)}: {field}.{e}") from None
