@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from jaxenv.mapf import Capacity, MAPFFrozenLake
 from jaxenv.mapf.level import Level
-from tests.jaxenv.mapf.test_cost_to_go import MOVES, bfs, random_level
+from tests.jaxenv.mapf.plain_mapf import MOVES, distances
+from tests.jaxenv.mapf.test_cost_to_go import random_level
 
 S, A, R = 7, 5, 2
 V = 2 * R + 1
@@ -48,7 +49,7 @@ def priority_reference(pos: np.ndarray, k: int) -> np.ndarray:
 
 def heading(holes: np.ndarray, n: int, pos: np.ndarray, goal: np.ndarray) -> tuple[int, int]:
     """The cell of the first move that shortens the BFS distance to `goal`, else `pos`."""
-    d = bfs(holes, n, tuple(goal))
+    d = distances(holes, n, goal)
     here = tuple(pos)
     if here not in d:
         return here

@@ -9,8 +9,6 @@ the flag nothing the trainee sees changes.
 
 from __future__ import annotations
 
-from collections import deque
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,30 +19,17 @@ from jaxenv.batching import select
 from jaxenv.mapf import Capacity, MAPFFrozenLake
 from jaxenv.mapf.env import CTG_MAX
 from jaxenv.mapf.level import Level
+from tests.jaxenv.mapf.plain_mapf import MOVES, distances
 
 S, A = 7, 4
 ON = MAPFFrozenLake(Capacity(max_size=S, max_agents=A, max_steps=40, cost_to_go=True))
 OFF = MAPFFrozenLake(Capacity(max_size=S, max_agents=A, max_steps=40))
-MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))  # up, down, left, right: actions 1-4
-
-
-def bfs(holes: np.ndarray, n: int, goal: tuple[int, int]) -> dict[tuple[int, int], int]:
-    """Distance to `goal` of every free cell of the n x n board that reaches it."""
-    dist, todo = {goal: 0}, deque([goal])
-    while todo:
-        r, c = todo.popleft()
-        for dr, dc in MOVES:
-            y, x = r + dr, c + dc
-            if 0 <= y < n and 0 <= x < n and not holes[y, x] and (y, x) not in dist:
-                dist[(y, x)] = dist[(r, c)] + 1
-                todo.append((y, x))
-    return dist
 
 
 def reference(holes, n, n_agents, pos, goals) -> np.ndarray:
     out = np.zeros((A, 5), np.float32)
     for a in range(n_agents):
-        d = bfs(holes, n, tuple(goals[a]))
+        d = distances(holes, n, goals[a])
         here = tuple(pos[a])
         if here not in d:
             continue
@@ -139,7 +124,7 @@ def test_following_the_shorter_moves_walks_a_shortest_path():
     # The agent's optimal makespan alone is its BFS distance (holes are the only obstacle).
     for k in range(len(steps)):
         lv = jax.tree.map(lambda x, k=k: np.asarray(x[k]), levels)
-        d = bfs(lv.holes, int(lv.size), tuple(lv.goals[0]))
+        d = distances(lv.holes, int(lv.size), lv.goals[0])
         assert steps[k] == d[tuple(lv.starts[0])]
 
 

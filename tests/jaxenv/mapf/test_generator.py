@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from jaxenv.batching import broadcast
 from jaxenv.levels import ACCELERATOR_CHUNK, GEN_CHUNK, gen_chunk, generate_many
 from jaxenv.mapf import Capacity, generate, make_config_space
-from tests.jaxenv.mapf.plain_mapf import pair_makespan, pair_needs_wait, pair_soc, reachable
+from tests.jaxenv.mapf.plain_mapf import distances, needs_wait, optimal_makespan, optimal_soc
 
 CAP = Capacity(max_size=8, max_agents=4, view_radius=2, max_steps=64)
 SPACE = make_config_space(CAP.max_size, CAP.max_agents)
@@ -48,8 +48,8 @@ def test_level_guarantees(values_list, seed):
         cells = [tuple(c) for c in np.concatenate([starts, goals])]
         assert len(set(cells)) == 2 * k, f"level {i}: starts/goals not all distinct {cells}"
         assert all(0 <= r < n and 0 <= c < n and not holes[r, c] for r, c in cells)
-        free = (~holes[:n, :n]).tolist()
-        assert all(reachable(free, s, g) for s, g in zip(starts, goals)), f"level {i}"
+        board = holes[:n, :n].tolist()
+        assert all(tuple(g) in distances(board, n, s) for s, g in zip(starts, goals)), f"level {i}"
         # The size and agent count were drawn where the config puts weight.
         cfg = values_list[i // 16]
         assert cfg["size_weights"][n - 3] > 0
@@ -70,11 +70,10 @@ def test_two_agent_labels_are_exact(seed):
     lv = _levels([v], 40, seed)
     for i in range(40):
         n = int(lv.size[i])
-        free = (~lv.holes[i][:n, :n]).tolist()
-        args = (free, lv.starts[i][0], lv.goals[i][0], lv.starts[i][1], lv.goals[i][1])
-        assert int(lv.opt_soc[i]) == pair_soc(*args)
-        assert int(lv.opt_makespan[i]) == pair_makespan(*args)
-        assert bool(lv.needs_wait[i]) == pair_needs_wait(*args)
+        args = (lv.holes[i][:n, :n].tolist(), lv.starts[i][:2], lv.goals[i][:2])
+        assert int(lv.opt_soc[i]) == optimal_soc(*args)
+        assert int(lv.opt_makespan[i]) == optimal_makespan(*args)
+        assert bool(lv.needs_wait[i]) == needs_wait(*args)
 
 
 def test_wait_share_within_five_points_in_4096_levels():

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jaxenv.mapf import solve_pair
-from tests.jaxenv.mapf.plain_mapf import pair_makespan, pair_needs_wait, pair_soc
+from tests.jaxenv.mapf.plain_mapf import needs_wait, optimal_makespan, optimal_soc
 
 S = 6
 _solve = jax.jit(jax.vmap(solve_pair))
@@ -37,15 +37,16 @@ def test_solve_pair_matches_plain_search(seed):
     frees, cells = _instances(seed, 60)
     out = jax.device_get(_solve(jnp.asarray(frees), *[jnp.asarray(cells[:, i]) for i in range(4)]))
     for i in range(len(frees)):
-        args = (frees[i].tolist(), *[tuple(c) for c in cells[i]])
-        soc = pair_soc(*args)
+        s0, g0, s1, g1 = (tuple(c) for c in cells[i])
+        args = ((~frees[i]).tolist(), [s0, s1], [g0, g1])
+        soc = optimal_soc(*args)
         where = f"instance {i}: {args}"
         assert bool(out.solvable[i]) == (soc is not None), where
         if soc is None:
             continue
         assert int(out.soc[i]) == soc, where
-        assert int(out.makespan[i]) == pair_makespan(*args), where
-        assert bool(out.needs_wait[i]) == pair_needs_wait(*args), where
+        assert int(out.makespan[i]) == optimal_makespan(*args), where
+        assert bool(out.needs_wait[i]) == needs_wait(*args), where
 
 
 def test_known_cases():

@@ -3,14 +3,13 @@ disjointness, loader, regeneration from the seed."""
 
 from __future__ import annotations
 
-from collections import deque
-
 import jax
 import numpy as np
 import pytest
 
 from jaxenv.mapf.benchmark import build, heldout
 from jaxenv.mapf.plans import verify_batch
+from tests.jaxenv.mapf.plain_mapf import distances
 
 SPLITS = ("heldout", "validation")
 
@@ -90,18 +89,6 @@ def test_structure_and_quotas(raws, split):
     assert raw["block_stats"].shape[1] == 2 + len(mb.stat_keys(spec))
 
 
-def _bfs(holes: np.ndarray, n: int, src) -> dict:
-    dist = {tuple(src): 0}
-    q = deque([tuple(src)])
-    while q:
-        r, c = q.popleft()
-        for v in ((r + 1, c), (r - 1, c), (r, c + 1), (r, c - 1)):
-            if 0 <= v[0] < n and 0 <= v[1] < n and not holes[v] and v not in dist:
-                dist[v] = dist[(r, c)] + 1
-                q.append(v)
-    return dist
-
-
 @pytest.mark.parametrize("split", SPLITS)
 def test_instances_are_well_formed_and_plans_optimal(raws, split):
     raw, m = raws[split], heldout.SPLITS[split].n_instances
@@ -122,7 +109,7 @@ def test_instances_are_well_formed_and_plans_optimal(raws, split):
         s, g = raw["starts"][i, :k].tolist(), raw["goals"][i, :k].tolist()
         cells = [tuple(c) for c in s + g]
         assert len(set(cells)) == 2 * k and not any(holes[c] for c in cells)
-        d = [_bfs(holes, n, a).get(tuple(b)) for a, b in zip(s, g, strict=True)]
+        d = [distances(holes, n, a).get(tuple(b)) for a, b in zip(s, g, strict=True)]
         assert None not in d
         assert meta["opt_makespan"][i] >= max(d) and meta["opt_soc"][i] >= sum(d)
         assert meta["opt_soc"][i] >= meta["opt_makespan"][i]

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -14,9 +11,10 @@ from hypothesis import strategies as st
 
 from jaxenv.mapf.solvers import cbs
 from jaxenv.mapf.solvers.cbs import Solution, SolverBudgetExceeded, single_agent_distances, solve
+from tests.helpers.plan_helpers import ref
+from tests.jaxenv.mapf.plain_mapf import distances, optimal_makespan, optimal_soc
 
 Cell = tuple[int, int]
-STEPS = ((0, 0), (-1, 0), (1, 0), (0, -1), (0, 1))
 
 
 def grid_from(rows: Sequence[str]) -> np.ndarray:
@@ -27,119 +25,11 @@ def grid_from(rows: Sequence[str]) -> np.ndarray:
 # --- independent helpers ----------------------------------------------------------------------
 
 
-def neighbours(holes: np.ndarray, cell: Cell, stay: bool = True) -> list[Cell]:
-    n = holes.shape[0]
-    out = []
-    for dr, dc in STEPS if stay else STEPS[1:]:
-        r, c = cell[0] + dr, cell[1] + dc
-        if 0 <= r < n and 0 <= c < n and not holes[r, c]:
-            out.append((r, c))
-    return out
-
-
-def bfs_dist(holes: np.ndarray, src: Cell, dst: Cell) -> int:
-    seen = {src: 0}
-    queue = deque([src])
-    while queue:
-        u = queue.popleft()
-        if u == dst:
-            return seen[u]
-        for v in neighbours(holes, u, stay=False):
-            if v not in seen:
-                seen[v] = seen[u] + 1
-                queue.append(v)
-    return -1
-
-
 def check_plan(holes: np.ndarray, starts, goals, paths) -> tuple[int, int]:
-    """Assert the plan is valid (docs/rules.md, "Whole plans"); return (SoC, makespan)."""
-    n = holes.shape[0]
-    assert len(paths) == len(starts) == len(goals)
-    horizon = max(len(p) for p in paths)
-    padded = [list(p) + [p[-1]] * (horizon - len(p)) for p in paths]
-    costs = []
-    for p, s, g in zip(padded, starts, goals, strict=True):
-        assert p[0] == tuple(s) and p[-1] == tuple(g)
-        for r, c in p:
-            assert 0 <= r < n and 0 <= c < n and not holes[r, c]
-        for a, b in itertools.pairwise(p):
-            assert abs(a[0] - b[0]) + abs(a[1] - b[1]) <= 1
-        arrive = horizon - 1  # start of the final stay at the goal = last arrival
-        while arrive > 0 and p[arrive - 1] == tuple(g):
-            arrive -= 1
-        costs.append(arrive)
-    for t in range(horizon):
-        cells = [p[t] for p in padded]
-        assert len(set(cells)) == len(cells), f"vertex conflict at t={t}"
-        if t:
-            for i, j in itertools.combinations(range(len(paths)), 2):
-                pi, pj = padded[i], padded[j]
-                swap = pi[t] == pj[t - 1] and pj[t] == pi[t - 1] and pi[t] != pi[t - 1]
-                assert not swap, f"edge conflict at t={t}"
-    return sum(costs), max(costs)
-
-
-def _joint_moves(holes, goals, pos, done, wait):
-    """Joint successors (new positions, new done flags, step cost) of a brute-force state."""
-    options = []
-    for p, d, g in zip(pos, done, goals, strict=True):
-        if d:
-            options.append([(p, True, 0)])
-            continue
-        opts = [(v, False, 1) for v in neighbours(holes, p, stay=wait)]
-        if p == g:
-            opts.append((p, True, 0))  # stop for good (not a wait)
-        options.append(opts)
-    for combo in itertools.product(*options):
-        cells = [c for c, _, _ in combo]
-        if len(set(cells)) < len(cells):
-            continue
-        if any(
-            cells[i] == pos[j] and cells[j] == pos[i] and cells[i] != pos[i]
-            for i, j in itertools.combinations(range(len(pos)), 2)
-        ):
-            continue
-        yield tuple(cells), tuple(d for _, d, _ in combo), sum(c for _, _, c in combo)
-
-
-def brute_soc(holes, starts, goals, wait: bool) -> int | None:
-    """Joint-state Dijkstra: state = (positions, done flags); an agent pays 1 per step until
-    it stops for good at its goal, so its bill is its last arrival time."""
-    goals = tuple(goals)
-    start = (tuple(starts), (False,) * len(starts))
-    dist = {start: 0}
-    heap = [(0, start)]
-    while heap:
-        d, state = heapq.heappop(heap)
-        if d > dist[state]:
-            continue
-        pos, done = state
-        if all(done):
-            return d
-        for npos, ndone, c in _joint_moves(holes, goals, pos, done, wait):
-            nxt = (npos, ndone)
-            if d + c < dist.get(nxt, 1 << 30):
-                dist[nxt] = d + c
-                heapq.heappush(heap, (d + c, nxt))
-    return None
-
-
-def brute_makespan(holes, starts, goals) -> int | None:
-    """Joint-state BFS to the first time everybody is at its goal."""
-    start = tuple(starts)
-    goal = tuple(goals)
-    seen = {start: 0}
-    queue = deque([start])
-    k = len(starts)
-    while queue:
-        pos = queue.popleft()
-        if pos == goal:
-            return seen[pos]
-        for npos, _, _ in _joint_moves(holes, goal, pos, (False,) * k, True):
-            if npos not in seen:
-                seen[npos] = seen[pos] + 1
-                queue.append(npos)
-    return None
+    """Assert the plan is valid under the rules reference; return (SoC, makespan)."""
+    res = ref(holes, starts, goals, paths, holes.shape[0])
+    assert res["valid"], res
+    return res["soc"], res["makespan"]
 
 
 # --- hand cases --------------------------------------------------------------------------------
@@ -253,7 +143,8 @@ def instances(draw, sizes=(3, 6), agents=(1, 4), max_hole=0.4):
     starts = [free[i] for i in idx_s]
     goals: list[Cell] = []
     for s in starts:
-        cands = [c for c in free if c not in goals and bfs_dist(holes, s, c) >= 0]
+        reach = distances(holes, n, s)
+        cands = [c for c in free if c not in goals and c in reach]
         if not cands:
             break
         goals.append(cands[int(rng.integers(len(cands)))])
@@ -336,9 +227,9 @@ def test_searches_agree_on_rooms(starts, goals):
     res = alone(ROOMS, starts, goals)
     assert res["cbs"] == res["joint"] != GAVE_UP
     if len(starts) == 2:
-        soc = brute_soc(ROOMS, starts, goals, wait=True)
-        wait_free = brute_soc(ROOMS, starts, goals, wait=False)
-        mks = brute_makespan(ROOMS, starts, goals)
+        soc = optimal_soc(ROOMS, starts, goals, wait=True)
+        wait_free = optimal_soc(ROOMS, starts, goals, wait=False)
+        mks = optimal_makespan(ROOMS, starts, goals)
         assert res["cbs"] == (soc, wait_free is None or wait_free > soc, mks)
 
 
@@ -367,7 +258,7 @@ def test_plan_valid_and_bounds(inst):
     soc, mks = check_plan(holes, starts, goals, sol.paths)
     assert soc == sol.soc
     assert mks >= sol.makespan
-    d = [bfs_dist(holes, s, g) for s, g in zip(starts, goals, strict=True)]
+    d = [distances(holes, holes.shape[0], s)[g] for s, g in zip(starts, goals, strict=True)]
     assert sol.soc >= sum(d)
     assert sol.makespan >= max(d, default=0)
     if len(starts) == 1:
@@ -379,13 +270,13 @@ def test_plan_valid_and_bounds(inst):
 def test_matches_brute_force(inst):
     holes, starts, goals = inst
     sol = solve(holes, starts, goals)
-    soc = brute_soc(holes, starts, goals, wait=True)
+    soc = optimal_soc(holes, starts, goals, wait=True)
     if soc is None:
         assert sol is None
         return
     assert sol is not None
     assert sol.soc == soc
     assert check_plan(holes, starts, goals, sol.paths)[0] == soc
-    assert sol.makespan == brute_makespan(holes, starts, goals)
-    wait_free = brute_soc(holes, starts, goals, wait=False)
+    assert sol.makespan == optimal_makespan(holes, starts, goals)
+    wait_free = optimal_soc(holes, starts, goals, wait=False)
     assert sol.needs_wait == (wait_free is None or wait_free > soc)
