@@ -31,6 +31,8 @@ from jaxenv.mapf.benchmark.validator import load_validator  # noqa: E402
 from policy import ActorCritic, Hparams, make_train, validate  # noqa: E402
 from tests.helpers.tiny_llm import tiny_backend  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def context() -> Context:

@@ -1,7 +1,7 @@
 """The `self` engineer: the trainee's checkpoint (tunix, LoRA) exported and loaded into the
 transformers/outlines backend proposes the next config, grammar-constrained, verified and
 logged like the `llm` engineer's; an export only per new checkpoint; a clear error without an
-LLM trainee. Tiny random-weight model (tests/tiny_tunix.py), no download."""
+LLM trainee. Tiny random-weight model (tests/helpers/tiny_tunix.py), no download."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from designer.context import Context, ContextBuilder  # noqa: E402
 from designer.edits import preset_space  # noqa: E402
 from designer.engineers import SelfEngineer, make_engineer  # noqa: E402
 from designer.settings import RunSettings  # noqa: E402
+
+pytestmark = pytest.mark.slow
 
 
 class FakeTrainee:

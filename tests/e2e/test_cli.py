@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from designer.cli import main
 from designer.demo import demo
 
 
+@pytest.mark.slow
 def test_demo_runs_and_reports(capsys):
     summary = demo(levels=16, envs=8, steps=16, seed=0)
     out = capsys.readouterr().out
@@ -17,6 +20,7 @@ def test_demo_runs_and_reports(capsys):
         summary["random_policy_success"] * summary["episodes"]) == summary["episodes"]
 
 
+@pytest.mark.slow
 def test_main_parses_arguments():
     assert main(["demo", "--levels", "8", "--envs", "4", "--steps", "4"]) == 0
 

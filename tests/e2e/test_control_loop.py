@@ -33,6 +33,7 @@ def cartpole_run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_cartpole_run_folder_report_and_robustness_table(cartpole_run):
     run = json.loads((cartpole_run / "run.json").read_text())["settings"]
     assert run["env"] == "cartpole" and run["trainee"]["num_steps"] == 128  # family default
@@ -53,6 +54,7 @@ def test_cartpole_run_folder_report_and_robustness_table(cartpole_run):
     assert "hole" not in text  # nothing of MAPF leaks into a control prompt
 
 
+@pytest.mark.slow
 def test_rules_on_cartpole_leaves_round_0_under_the_graded_signal(tmp_path):
     """The family default verifies on the normalised return: after a short stage the policy
     balances nothing (success 0.0 on the candidate, which the success signal would reject:
@@ -81,6 +83,7 @@ def test_rules_on_cartpole_leaves_round_0_under_the_graded_signal(tmp_path):
     assert Verifier(evaluator=object(), space=space).choose(plain).index is None
 
 
+@pytest.mark.slow
 def test_pendulum_runs_with_the_gaussian_trainee(tmp_path):
     out = tmp_path / "pendulum"
     assert main(["run", "--env", "pendulum", "--engineer", "mutate", *TINY, "--out",
@@ -159,6 +162,7 @@ def test_constrained_edits_of_a_control_space_all_apply():
         space.validate(space.parse(body, space.default()))
 
 
+@pytest.mark.slow
 def test_brax_inverted_pendulum_runs_in_the_loop(tmp_path):
     pytest.importorskip("brax")
     out = tmp_path / "brax"

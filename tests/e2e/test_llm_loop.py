@@ -3,7 +3,8 @@ protocol end to end (run folder, report), a stopped run resumed from its orbax c
 the LLM validation scored exactly like `envengineer eval --llm` (`designer.plan_eval.score`).
 
 Needs the tunix extra (skipped without it); the model is the tiny random-weight Llama of
-tests/tiny_tunix.py (no download), with 1 GRPO step of 2 samples and 3 validation instances."""
+tests/helpers/tiny_tunix.py (no download), with 1 GRPO step of 2 samples and 3 validation
+instances."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ class Stop(Exception):
     """Stands for a kill after stage 0 (the run folder's lock is released)."""
 
 
+@pytest.mark.slow
 def test_llm_run_stopped_after_stage0_resumes_and_reports(tmp_path, tiny, monkeypatch):
     """Protocol end to end: stage 0 of a `--trainee llm` run with the rules engineer writes
     the run folder; a stop at stage 1 and a resume restore the LoRA parameters saved at stage
@@ -157,6 +159,7 @@ def test_llm_validation_scores_like_plan_eval(tmp_path, kind):
     assert mapf_failures(val, {"success_rate": 0.0}).summary()  # F reads it
 
 
+@pytest.mark.slow
 def test_export_hf_calls_the_export_module(tmp_path, tiny):
     """`export_hf` hands the current model to `policy.llm.export.export_hf` (skipped until
     that module exists)."""
@@ -170,6 +173,7 @@ def test_export_hf_calls_the_export_module(tmp_path, tiny):
     assert (out / "config.json").is_file() and list(out.glob("*.safetensors"))
 
 
+@pytest.mark.slow
 def test_self_engineer_in_the_loop(tmp_path, monkeypatch):
     """`run --trainee llm --engineer self` end to end: after stage 0 the trainee's own
     checkpoint (LoRA merged, exported) is the engineer; its proposals are grammar-bound edits

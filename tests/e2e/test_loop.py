@@ -54,6 +54,7 @@ def straight(tmp_path_factory, env, settings_file) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_run_folder_holds_everything(straight):
     run = json.loads((straight / "run.json").read_text())
     assert run["settings"]["engineer"] == "rules" and run["seed"] == 3
@@ -77,6 +78,7 @@ def test_run_folder_holds_everything(straight):
         assert (straight / png).stat().st_size > 5000
 
 
+@pytest.mark.slow
 def test_the_run_hands_back_the_stage_chosen_on_validation(straight, env):
     from designer.selection import select_stage
     from designer.tasks.mapf import score
@@ -92,6 +94,7 @@ def test_the_run_hands_back_the_stage_chosen_on_validation(straight, env):
     assert f"rules seed 3: stage {k}" in (straight / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_chosen_stage_without_heldout_is_evaluated_from_its_checkpoint(
         tmp_path, env, straight, settings_file, monkeypatch):
     """Held-out skipped at stage 0 (`--heldout-every 5`); when stage 0 is chosen, its
@@ -121,6 +124,7 @@ def test_a_chosen_stage_without_heldout_is_evaluated_from_its_checkpoint(
     assert res.returncode == 0 and "stage 0: held-out split" in res.stdout, res.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_kill_minus_nine_then_resume_equals_the_uninterrupted_run(tmp_path, env, straight,
                                                                  settings_file):
     out = tmp_path / "killed"
@@ -143,6 +147,7 @@ def test_kill_minus_nine_then_resume_equals_the_uninterrupted_run(tmp_path, env,
     assert metrics(out) == metrics(straight)
 
 
+@pytest.mark.slow
 def test_a_run_saved_before_the_cost_to_go_option_resumes_and_evaluates(tmp_path, env,
                                                                       settings_file):
     """A run.json without `capacity.cost_to_go` (saved before the option; its trainee saw no
@@ -206,6 +211,7 @@ def test_malformed_settings_file_is_one_clear_line_and_no_traceback(tmp_path, en
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_a_dead_llm_server_falls_back_to_the_rules_engineer(tmp_path, env, settings_file):
     """The LLM backend fails at every call: the run completes on the fallback engineer, and
     the candidates, the context record and the call log say so."""
@@ -251,6 +257,7 @@ class DiesAfterFirstCall:
         return [Reply(text, edit, error, 10, 20, 0.01, self.name, self.model)] * n
 
 
+@pytest.mark.slow
 def test_a_backend_that_fails_mid_run_ends_on_the_fallback(tmp_path, monkeypatch):
     """Stage 0's proposals come from the LLM; from stage 1 on the backend fails: the run
     completes on the rules engineer, and the candidates and the context record say why."""

@@ -86,6 +86,7 @@ def first(tmp_path_factory, env) -> tuple[Path, subprocess.CompletedProcess, flo
     return tmp / "out", res, wall
 
 
+@pytest.mark.slow
 def test_four_trial_sweep_writes_runs_report_and_results(first):
     out, res, _ = first
     rows = results(out)
@@ -114,6 +115,7 @@ def test_four_trial_sweep_writes_runs_report_and_results(first):
     assert "4/4 trials finished" in res.stdout
 
 
+@pytest.mark.slow
 def test_a_killed_trial_is_retried_and_resumes_from_its_run_folder(first):
     out, res, _ = first
     a = attempts(out, CRASH)
@@ -127,6 +129,7 @@ def test_a_killed_trial_is_retried_and_resumes_from_its_run_folder(first):
     assert f"{CRASH}: attempt 1 failed" in res.stdout and "retry 1 of 2" in res.stdout
 
 
+@pytest.mark.slow
 def test_a_rerun_skips_finished_trials(first, env):
     out, _, _ = first
     before = stage_files(out)
@@ -140,6 +143,7 @@ def test_a_rerun_skips_finished_trials(first, env):
     assert all(r["skipped"] and r["status"] == "finished" for r in results(out).values())
 
 
+@pytest.mark.slow
 def test_a_bad_trial_never_stops_the_others(first, env, tmp_path):
     out = tmp_path / "extended"
     shutil.copytree(first[0], out)
@@ -195,6 +199,7 @@ def test_flags_that_clash_with_the_grid_or_hold_bad_values(tmp_path, capsys):
     assert "--retries must be at least 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_folder_holding_other_settings_is_refused(first, tmp_path, capsys):
     spec = write_spec(tmp_path / "s.yaml", {**SPEC, "base": {**TINY, "stage_steps": 4096}})
     assert main(["sweep", str(spec), "--out", str(first[0]), "--dry-run"]) == 2

@@ -1,5 +1,6 @@
 """The LAPACK-free orthogonal initializer: equal to jax's, orthonormal, and batched without any
-LAPACK call (a batched `geqrf` on the CPU can deadlock XLA's thread pool: tests/xla_flags.py)."""
+LAPACK call (a batched `geqrf` on the CPU can deadlock XLA's thread pool:
+tests/helpers/xla_flags.py)."""
 
 from __future__ import annotations
 

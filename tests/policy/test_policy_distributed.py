@@ -30,7 +30,7 @@ RTOL, ATOL = 1e-4, 1e-5
 
 # ------------------------------------------------------------------ run in the subprocesses
 def _setup():
-    """`tests/test_policy_multidevice.py`'s setup: 2 configs over 8 envs, one short stage."""
+    """`test_policy_multidevice.py`'s setup: 2 configs over 8 envs, one short stage."""
     import jax
 
     from jaxenv.mapf import Capacity, MAPFFrozenLake
@@ -148,6 +148,7 @@ def _assert_same_update(dist: dict, ref: dict, init: dict) -> None:
     assert _max_abs_diff(ref, init) > 1e-4  # the update did something
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one_process():
     with tempfile.TemporaryDirectory() as out:
         t = time.perf_counter()

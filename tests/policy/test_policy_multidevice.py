@@ -14,6 +14,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
 N_DEVICES = 4
 
 

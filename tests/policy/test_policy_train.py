@@ -19,6 +19,8 @@ from policy.guard import NonFiniteError, check_finite
 from policy.network import ActorCritic
 from policy.ppo import Hparams, make_train
 
+pytestmark = pytest.mark.slow
+
 CAP = Capacity(max_size=5, max_agents=1, max_steps=32, label_waits=False)
 HP = Hparams(num_envs=64, num_steps=32, num_updates=10, update_epochs=2, num_minibatches=4,
              pool_size=256, lr=1e-3)

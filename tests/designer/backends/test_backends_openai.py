@@ -1,6 +1,6 @@
 """The OpenAI-compatible client against a loopback server that speaks the protocol.
 
-The server (`tests/openai_stub.py`) plays vLLM (takes `json_schema` and `structured_outputs`),
+The server (`openai_stub.py`) plays vLLM (takes `json_schema` and `structured_outputs`),
 llama.cpp's server (HTTP 500 on `json_schema`, takes `json_object`), a hosted API (refuses
 unknown fields), a dead server, a slow one, a flaky one and one that answers garbage. The API
 key is set in the environment and must appear in no error, repr or log line.

@@ -23,6 +23,8 @@ from jaxenv.control import BRAX_NAMES, make  # noqa: E402
 from jaxenv.control.evaluate import play  # noqa: E402
 from jaxenv.control.family import NONFINITE, RUNNING  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 T = 30
 HOPPER = "brax:hopper"
 PENDULUMS = tuple(n for n in BRAX_NAMES if n != HOPPER)

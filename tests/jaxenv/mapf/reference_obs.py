@@ -1,6 +1,6 @@
 """Plain copy of the observation code as it was before the bit-packed views (commit a99a796).
 
-Kept verbatim (as functions of the env) so the differential tests in `tests/test_obs.py` can
+Kept verbatim (as functions of the env) so the differential tests in `test_obs.py` next to it can
 check that the fast path hands every agent exactly the arrays it used to. The goal flags
 follow the goal rule (docs/rules.md): `at_goal` is "stands on its goal", `acting` "not
 frozen"; under the freeze rule both equal the old flags on every reachable state.

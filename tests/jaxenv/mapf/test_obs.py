@@ -1,4 +1,4 @@
-"""Observations against a plain copy of the pre-packing code (`tests/reference_obs.py`).
+"""Observations against a plain copy of the pre-packing code (`reference_obs.py`).
 
 Random states: many agents, agents on the border and in the corners, inactive agent slots
 (with arbitrary positions), boards smaller than the capacity, several view radii, and cells

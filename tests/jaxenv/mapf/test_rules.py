@@ -1,7 +1,7 @@
 """The two conflict algorithms in `jaxenv.mapf.rules` agree (pairs vs grid counts).
 
 Their meaning is pinned by the differential test against the plain-Python reference
-(tests/test_env_differential.py); here the grid path, used for many agents, must give the
+(test_env_differential.py); here the grid path, used for many agents, must give the
 same flags as the pair path on random joint moves, including off-grid targets.
 """
 

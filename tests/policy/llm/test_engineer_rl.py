@@ -1,6 +1,7 @@
 """GRPO for the engineer LLM (policy.llm.engineer_rl): verification rewards move the LoRA
 toward the better-rewarded proposal; the adapter is saved and loaded back equal; the learning
-engineer wraps the llm engineer. Tiny random-weight model (tests/tiny_tunix.py), no download."""
+engineer wraps the llm engineer. Tiny random-weight model (tests/helpers/tiny_tunix.py), no
+download."""
 
 from __future__ import annotations
 

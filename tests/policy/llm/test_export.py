@@ -1,8 +1,8 @@
 """Export of a tunix Llama or Qwen3 (LoRA merged) as a transformers folder
 (policy.llm.export): the folder's logits under transformers equal tunix's of the LoRA model,
 tied and untied, at a rope_theta that is not tunix's default; it loads in the transformers
-backend; it is written atomically. Tiny random-weight models built here (tests/tiny_tunix.py),
-no download."""
+backend; it is written atomically. Tiny random-weight models built here
+(tests/helpers/tiny_tunix.py), no download."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 tunix = pytest.importorskip("tunix", reason="the tunix extra is not installed")
+
+pytestmark = pytest.mark.slow
 
 IDS = np.array([[5, 9, 17, 3, 30, 41, 7, 12, 22, 19, 8, 33]], np.int32)
 

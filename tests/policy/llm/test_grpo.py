@@ -2,7 +2,7 @@
 transformers, tokenizer, mesh, per-rollout keys) and GRPO steps that move the parameters.
 
 Needs the tunix extra (skipped without it); uses a tiny random-weight Llama (and Qwen3) built
-here (tests/tiny_tunix.py), never a download."""
+here (tests/helpers/tiny_tunix.py), never a download."""
 
 from __future__ import annotations
 
@@ -65,6 +65,7 @@ def _logits_both(folder):
     return ref, fixed, raw
 
 
+@pytest.mark.slow
 def test_rope_theta_matches_transformers(sharp):
     """tunix (through the adapter) and transformers agree at rope_theta = 1e4; without the
     adapter's fix tunix 0.1.7 runs at 1e6 and does not."""
@@ -76,6 +77,7 @@ def test_rope_theta_matches_transformers(sharp):
         assert np.abs(raw - ref).max() > 100 * max(np.abs(fixed - ref).max(), 1e-6)
 
 
+@pytest.mark.slow
 def test_qwen3_loads_by_path_and_matches_transformers(qwen3):
     """A transformers Qwen3ForCausalLM folder loads as tunix's Qwen3 with transformers'
     logits; tunix 0.1.7's Qwen3 attention drops rope_theta too (1e6, not 5e4) and the
@@ -102,6 +104,7 @@ def test_qwen3_loads_by_path_and_matches_transformers(qwen3):
     np.testing.assert_allclose(np.asarray(remat[0]), ref, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_qwen3_greedy_decoding_matches_transformers(qwen3):
     """tunix's Sampler (through PlanSampler, greedy) writes transformers' greedy tokens."""
     import torch
@@ -139,6 +142,7 @@ def test_unsupported_models_are_refused_by_name():
     assert not A.tied(A.model_config({**base, "model_type": "llama"}))
 
 
+@pytest.mark.slow
 def test_tied_embeddings_load_as_the_cache_stores_them(tmp_path, monkeypatch):
     """A tied model saved the way the GGUF cache saves it (only lm_head.weight) loads into
     tunix with the right logits (the embedding is re-exposed under tunix's name)."""
@@ -154,6 +158,7 @@ def test_tied_embeddings_load_as_the_cache_stores_them(tmp_path, monkeypatch):
     np.testing.assert_allclose(fixed, ref, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_tokenizer_and_mesh_traps(tiny):
     from transformers import AutoTokenizer
 
@@ -198,6 +203,7 @@ def two_runs(tiny, tmp_path_factory):
     return before, after, log_a, log_b, a
 
 
+@pytest.mark.slow
 def test_two_grpo_steps_change_the_parameters(two_runs):
     before, after, log, _, _ = two_runs
     assert len(log.reward) == 2
@@ -206,12 +212,14 @@ def test_two_grpo_steps_change_the_parameters(two_runs):
     assert max(jax.tree.leaves(diff)) > 0
 
 
+@pytest.mark.slow
 def test_a_seed_reproduces_a_run(two_runs):
     _, _, a, b, _ = two_runs
     assert a.completions == b.completions
     assert a.reward == b.reward
 
 
+@pytest.mark.slow
 def test_consecutive_rollouts_sample_different_completions(two_runs):
     trainee = two_runs[-1]
     rollout = trainee.cluster.rollout
@@ -222,6 +230,7 @@ def test_consecutive_rollouts_sample_different_completions(two_runs):
     assert first != second
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tied", [False, True])
 def test_logits_where_read_give_the_same_log_probs(tmp_path, monkeypatch, tied):
     """The adapter's projection of only the read positions (item 6) changes no number tunix
@@ -269,6 +278,7 @@ def test_logits_where_read_give_the_same_log_probs(tmp_path, monkeypatch, tied):
     np.testing.assert_allclose(last[:, 0], whole[:, -1], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_sampling_with_last_position_prefill_is_unchanged(tiny):
     """tunix's sampler takes the adapter's ``decode_only_last_token`` on prefill: greedy
     replies equal those of the full projection."""
@@ -295,6 +305,7 @@ def test_sampling_with_last_position_prefill_is_unchanged(tiny):
     assert fast == full
 
 
+@pytest.mark.slow
 def test_grpo_steps_on_qwen3_change_the_lora(qwen3):
     """The GRPO trainee runs on a Qwen3 as on a Llama: apply_lora finds its projections
     (the same names: attn.q_proj ... mlp.down_proj) and a step moves them."""
@@ -312,6 +323,7 @@ def test_grpo_steps_on_qwen3_change_the_lora(qwen3):
     assert max(jax.tree.leaves(diff)) > 0
 
 
+@pytest.mark.slow
 def test_one_prompt_forward_per_group_gives_the_same_numbers(tmp_path, monkeypatch):
     """``prompt_groups`` (item 7): each group's prompt runs once into a KV cache its
     completions attend to; log-probs, logits and the gradient of a GRPO-like loss equal the
