@@ -194,6 +194,7 @@ def _run(name: str, test, replies: int) -> None:
     assert COUNT[name] >= replies  # every reply ran (no example filtered away)
 
 
+@pytest.mark.slow
 def test_fuzz_dict_replies():
     """Each generated dict goes in twice: as a dict and as its JSON text."""
     @settings(max_examples=1500, **SETTINGS)
@@ -207,6 +208,7 @@ def test_fuzz_dict_replies():
     _run("dict", check, 3000)
 
 
+@pytest.mark.slow
 def test_fuzz_text_replies():
     @settings(max_examples=1500, **SETTINGS)
     @given(text_replies, st.integers(), st.sampled_from(list(SPACES)), st.integers(0, 2))

@@ -291,6 +291,7 @@ def test_cli_end_to_end_through_a_replayed_call_log(tmp_path, heldout, script, c
     assert "no such answers file" in err and "needs --model" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("split", ["heldout", "validation"])
 def test_every_stored_plan_fits_the_constrained_schema(split):
     jsonschema = pytest.importorskip("jsonschema")

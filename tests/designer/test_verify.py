@@ -36,6 +36,7 @@ def test_choice_rule_floor_ceiling_learnability_then_order(verifier):
     assert verifier.choose([_score(0.96), _score(0.04), _score(0.9)]).index == 2
 
 
+@pytest.mark.slow
 def test_trivial_and_hopeless_candidates_are_never_chosen(verifier):
     base = SPACE.default()
     trivial = dict(base, size_weights=[1.0, 0.0, 0.0], hole_ratio=[0.0] * 3,
@@ -128,6 +129,7 @@ def test_a_score_reads_back_from_old_and_new_candidates_json():
     assert _score(0.4).p == 0.4  # p defaults to success
 
 
+@pytest.mark.slow
 def test_bad_signal_and_a_return_signal_without_returns_fail_clearly():
     with pytest.raises(ValueError, match="unknown verify signal"):
         Verifier(ENV, NET, k=2, episodes=8, signal="reward")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from gymnax.environments.classic_control import cartpole
 from gymnax.wrappers.purerl import LogWrapper
 from hypothesis import given, settings
@@ -110,6 +111,7 @@ def test_single_agent_view_of_a_gymnax_env():
     assert int(env.outcome(info, jnp.bool_(True), jnp.bool_(False))) == 1
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(p=st.integers(1, 40), seed=st.integers(0, 2**31 - 1), batched=st.booleans())
 def test_take_rows_equals_take_on_mixed_pools(p, seed, batched):

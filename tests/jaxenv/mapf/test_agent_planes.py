@@ -74,6 +74,7 @@ def references(level: Level, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return priority_reference(pos, k), intent_reference(holes, n, k, pos, goals)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_planes_equal_cell_by_cell_references(seed):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,6 +78,7 @@ def test_cost_to_go_equals_a_plain_bfs(seed):
     np.testing.assert_array_equal(np.asarray(vec[:, 3:]), got)
 
 
+@pytest.mark.slow
 def test_generated_levels_carry_the_distances_a_reset_would_compute():
     keys = jax.random.split(jax.random.PRNGKey(3), 64)
     cfg = ON.default_params
@@ -93,6 +95,7 @@ def test_generated_levels_carry_the_distances_a_reset_would_compute():
     np.testing.assert_array_equal(obs_gen.cost_to_go, obs_new.cost_to_go)
 
 
+@pytest.mark.slow
 def test_following_the_shorter_moves_walks_a_shortest_path():
     """One agent that always takes the first move marked -1 arrives in exactly the BFS
     distance, the level's optimal makespan."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxenv.levels import make_pool
 from jaxenv.mapf import Capacity, MAPFFrozenLake, make_level
@@ -130,6 +131,7 @@ def test_fail_mode_reports_the_cause():
     assert s.violations.tolist() == [0, 0, 1, 0]
 
 
+@pytest.mark.slow
 def test_truncation_at_step_limit_then_auto_reset_from_own_config():
     small = dict(SPACE.default(), step_limit_factor=1.0)
     small["size_weights"] = [1.0, 0.0, 0.0, 0.0]

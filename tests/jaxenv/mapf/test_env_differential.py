@@ -99,6 +99,7 @@ def _jax_step(keys, states: MAPFState, actions, cfgs):
     return st, reward, terminated, truncated, info
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_step_matches_reference(seed):
     rng = np.random.default_rng(seed)

@@ -70,6 +70,7 @@ def _assert_tree_equal(a, b) -> None:
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cap", CAPS, ids=lambda c: f"S{c[0]}A{c[1]}r{c[2]}")
 @settings(max_examples=3, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1))
@@ -108,6 +109,7 @@ def test_agent_obs_hands_the_network_the_same_input(cap, with_global):
     _assert_tree_equal(got, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rows", [False, True], ids=["packed_per_step", "static_rows"])
 def test_observations_of_played_states_equal_the_reference(rows):
     """States reached by the rules (crowded, frozen agents, resets), not only drawn ones; with

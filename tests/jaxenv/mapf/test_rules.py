@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jaxenv.mapf import rules
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(1, 12), st.integers(3, 8))
 def test_pair_and_grid_conflicts_agree(seed, agents, size):

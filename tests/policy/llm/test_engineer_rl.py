@@ -13,6 +13,8 @@ import pytest
 
 tunix = pytest.importorskip("tunix", reason="the tunix extra is not installed")
 
+pytestmark = pytest.mark.slow
+
 MESSAGES = [{"role": "system", "content": "You design MAPF stages."},
             {"role": "user", "content": "Grid 3x3, 2 agents. Write the plan."}]
 GOOD, BAD = '{"a": 1}', "A1: (2,2) -> (2,1)"

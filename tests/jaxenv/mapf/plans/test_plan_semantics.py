@@ -81,6 +81,7 @@ def test_the_traced_plan_is_what_the_verifier_reads(sample, seed, p, rule):
         assert bool(jnp.all(out.success))
 
 
+@pytest.mark.slow
 def test_validation_reads_valid_and_optimal_from_the_verifier():
     net = ActorCritic(hidden=8)
     validator = load_validator("validation")
