@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -76,6 +77,7 @@ def test_two_agent_labels_are_exact(seed):
         assert bool(lv.needs_wait[i]) == needs_wait(*args)
 
 
+@pytest.mark.slow
 def test_wait_share_within_five_points_in_4096_levels():
     cap = Capacity()  # the paper's sizes 3-10
     space = make_config_space(cap.max_size, cap.max_agents)
@@ -97,6 +99,7 @@ def test_wait_share_within_five_points_in_4096_levels():
     assert (lv.opt_soc > 0).all() and (lv.needs_wait >= 0).all()
 
 
+@pytest.mark.slow
 def test_generate_is_pure_and_vmappable_over_configs():
     a, b = SPACE.default(), SPACE.default()
     b["size_weights"] = [0.0] * (CAP.n_sizes - 1) + [1.0]
@@ -108,6 +111,7 @@ def test_generate_is_pure_and_vmappable_over_configs():
     assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(lv), jax.tree.leaves(again)))
 
 
+@pytest.mark.slow
 def test_levels_do_not_depend_on_the_generation_chunk():
     """`generate_many` picks its chunk by backend (`gen_chunk`); the levels must not change."""
     cap = Capacity(max_size=6, max_agents=3, view_radius=2, max_steps=32, cost_to_go=True)
