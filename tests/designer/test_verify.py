@@ -57,6 +57,7 @@ def test_trivial_and_hopeless_candidates_are_never_chosen(verifier):
     assert verifier.choose(scores).index is None
 
 
+@pytest.mark.slow
 def test_no_recompile_across_twenty_batches_of_random_candidates(verifier):
     rng = np.random.default_rng(0)
     params = toward_goal_policy(NET, ENV)

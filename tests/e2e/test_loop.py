@@ -167,6 +167,7 @@ def test_a_run_saved_before_the_cost_to_go_option_resumes_and_evaluates(tmp_path
     assert "held-out split" in res.stdout
 
 
+@pytest.mark.slow
 def test_a_second_process_on_the_same_folder_is_refused(tmp_path, env, settings_file):
     from designer.runfolder import RunFolder
 
@@ -202,6 +203,7 @@ def test_cli_errors_are_one_clear_line(args, message, capsys):
     assert len(err) == 1 and message in err[0], err
 
 
+@pytest.mark.slow
 def test_malformed_settings_file_is_one_clear_line_and_no_traceback(tmp_path, env):
     """In a subprocess: exit status 2, one line on stderr, nothing else."""
     bad = tmp_path / "bad.json"

@@ -28,6 +28,7 @@ def _inputs(seed: int):
     return x.replace(action_mask=mask)
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_masked_actions_are_never_sampled_and_probabilities_renormalise(seed):

@@ -48,6 +48,7 @@ def _reference(params, h, mask, pos, radius=None):
     return h + np.maximum(dense("out", out), 0.0)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(1, 5), st.sampled_from([None, 0.25]))
 def test_attention_matches_the_pairwise_reference(seed, n_real, radius):
@@ -98,6 +99,7 @@ def test_radius_without_positions_is_a_clear_error():
         m.init(jax.random.PRNGKey(0), jnp.zeros((3, H)), jnp.ones(3, bool), None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("critic", ["ippo", "mappo"])
 def test_a_policy_trained_with_two_agents_runs_with_five(critic):
     """Parameters do not depend on the agent count, and the other agents move the logits."""

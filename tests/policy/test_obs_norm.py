@@ -18,6 +18,7 @@ from tests.policy.test_gaussian import Pendulum
 shapes = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 3)), min_size=1, max_size=6)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(shapes, st.integers(1, 5), st.integers(0, 2**31 - 1), st.booleans())
 def test_running_statistics_match_numpy_over_the_concatenated_batches(batches, feats, seed,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from policy.orthogonal import gram_schmidt, orthogonal
 SHAPES = st.tuples(st.integers(1, 64), st.integers(1, 64))
 
 
+@pytest.mark.slow
 # every shape compiles anew: a few examples, each a different shape
 @settings(max_examples=10, deadline=None)
 @given(shape=SHAPES, seed=st.integers(0, 2**31 - 1), scale=st.sampled_from([0.01, 1.0, 1.414]))

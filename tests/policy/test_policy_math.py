@@ -99,6 +99,7 @@ def test_ppo_clip_stops_the_gradient_outside_the_trust_region():
     np.testing.assert_allclose(g[0], [-0.25, 0.25], rtol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("torso,critic", [("mlp", "ippo"), ("conv", "mappo")])
 def test_network_shares_parameters_across_agents(torso, critic):
     """Params made for 2 agent slots run on 5, and permuting agents permutes the outputs."""
@@ -124,6 +125,7 @@ def test_network_shares_parameters_across_agents(torso, critic):
     np.testing.assert_allclose(vp, value[perm], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(widths=st.lists(st.integers(1, 40), min_size=1, max_size=3),
        lead=st.lists(st.integers(1, 4), min_size=0, max_size=2), seed=st.integers(0, 2**16))
@@ -147,6 +149,7 @@ def test_split_dense_is_dense_on_the_concatenation(widths, lead, seed):
                                atol=1e-5)
 
 
+@pytest.mark.slow
 def test_ppo_epochs_equals_a_plain_loop_over_minibatches():
     """Differential: the scanned update against a plain Python loop that, per epoch, splits
     a permutation of the time steps into minibatches and takes one clipped-PPO Adam step on

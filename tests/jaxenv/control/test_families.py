@@ -48,6 +48,7 @@ def random_values(cs, rng: np.random.Generator) -> dict:
     return {k.name: float(rng.choice(k.grid())) for k in cs.knobs}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_every_knob_changes_a_trajectory(name):
     env = make(name)

@@ -130,6 +130,7 @@ def test_observations_of_played_states_equal_the_reference(rows):
                                       np.asarray(ref["view"]))
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(st.lists(st.lists(st.booleans(), min_size=1, max_size=32), min_size=1, max_size=4))
 def test_pack_rows_puts_column_c_in_bit_c(rows):

@@ -87,6 +87,7 @@ def test_reward_config_rejects_bad_values():
         R.RewardConfig(w_start=(1.5, 0.0))
 
 
+@pytest.mark.slow
 def test_stage_answers_are_valid_plans():
     s = stages.draw(jax.random.key(1), stages.PRESETS["cpu"], 6)
     acc = R.accuracy(s.levels, s.answers, CFG)
