@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # install leaves llama.cpp out and its tests skip; `make install-llamacpp` builds it from source.
 LLAMACPP_WHEELS ?=
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,11 +26,17 @@ run: $(STAMP)
 	JAX_PLATFORMS=$${JAX_PLATFORMS:-cpu} $(VENV)/bin/envengineer run --engineer llm --backend transformers
 
 # Two pytest workers (pytest-xdist), a test file each at a time: tests run XLA single-threaded
-# (tests/xla_flags.py), so a second worker uses the second core. TEST_WORKERS=0: one process.
+# (tests/helpers/xla_flags.py), so a second worker uses the second core. TEST_WORKERS=0: one
+# process. `test` runs everything (CI); `test-fast`, the inner loop, leaves the `slow` tests out.
 TEST_WORKERS ?= 2
+PYTEST := JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PYTEST) --durations=25
+
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PYTEST) -m "not slow" --durations=10
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -59,4 +65,4 @@ install-llamacpp: $(STAMP)
 	$(PY) -m pip install -q -e '.[llamacpp]' $(if $(LLAMACPP_WHEELS),--find-links $(LLAMACPP_WHEELS))
 
 test-server: install-llamacpp
-	ENVENGINEER_SERVER_TEST=1 JAX_PLATFORMS=cpu $(PY) -m pytest tests/test_backends_server.py -q -s
+	ENVENGINEER_SERVER_TEST=1 JAX_PLATFORMS=cpu $(PY) -m pytest tests/designer/llm/test_backends_server.py -q -s
