@@ -16,9 +16,9 @@ import pytest
 pytest.importorskip("brax")
 
 from brax.training import pmap  # noqa: E402
-from tests.helpers.xla_flags import xla_flags  # noqa: E402
 
 from jaxenv.control.brax_compat import brax_training, device_put_replicated  # noqa: E402
+from tests.helpers.xla_flags import xla_flags  # noqa: E402
 
 TREE = {"w": np.arange(6.0).reshape(2, 3), "step": np.int32(4)}
 
