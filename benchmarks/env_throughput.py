@@ -18,7 +18,7 @@ must too):
   reads (`AgentObs`: the uint8 views, goal vectors, masks). The `AgentObs` is carried in the
   scan, so every step writes all of it to memory, as a rollout does; this is the figure
   compared with POGEMA.
-- "packed": the same, with the views as `env.packed_views` (bit-packed words, the same
+- "packed": the same, with the views as `env.observer.packed_views` (bit-packed words, the same
   information; `views.unpack` gives the bytes back), from pool levels that carry their
   obstacle and goal planes packed (`Capacity.static_rows`: only the agents' plane is packed
   per step). Not what today's network reads: it shows what the observation costs in a form a
@@ -130,7 +130,7 @@ def bench_mapf(case: Case, batch: int, repeats: int, kind: str = "step") -> dict
             return jax.vmap(base.agent_obs)(obs, state)
         if kind == "packed":
             inp = jax.vmap(base.agent_obs)(obs.replace(view=None), state)
-            return inp.replace(view=jax.vmap(base.packed_views)(state))
+            return inp.replace(view=jax.vmap(base.observer.packed_views)(state))
         return None
 
     def run(key):

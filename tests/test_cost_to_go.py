@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from jaxenv.batching import select
 from jaxenv.mapf import Capacity, MAPFFrozenLake
-from jaxenv.mapf.env import CTG_MAX
+from jaxenv.mapf.observe import CTG_MAX
 from jaxenv.mapf.level import Level
 
 S, A = 7, 4
