@@ -66,11 +66,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         loop = ClosedLoop(settings, tmp)
-        runner = loop.trainee.trainer.init(jax.random.PRNGKey(0))
+        runner = loop.trainee.init(jax.random.PRNGKey(0))
         values = loop.space.default()
         t = time.perf_counter()
         for i in range(a.train_stages):
-            runner, _ = loop.trainee.trainer.train_stage(runner, loop.space.to_config(values),
+            runner, _ = loop.trainee.train_stage(runner, loop.space.to_config(values),
                                                  jax.random.PRNGKey(i))
         jax.block_until_ready(runner)
         train_s = time.perf_counter() - t

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> dict:
     results = loop.run()
     stage = len(results)
     runner = checkpoint.restore(loop.folder.stage_dir(stage - 1) / "ckpt",
-                                loop.trainee.trainer.init(jax.random.PRNGKey(a.seed)))
+                                loop.trainee.init(jax.random.PRNGKey(a.seed)))
     final = validate(runner.params, net, jax.random.PRNGKey(1), loop.heldout,
                      cfg=loop.eval_cfg)
     sampled = validate(runner.params, net, jax.random.PRNGKey(2), loop.heldout, mode="sample",

@@ -5,7 +5,7 @@ Both sides run B environments of the same capacity and config in one jitted `lax
 - env only: gymnax `step` with auto-reset from a pre-generated level pool (`PoolReset`),
   uniformly random joint actions, as many steps as the stage, and `agent_obs` (what the
   policy reads, carried in the scan so that every step writes it, as the rollout does);
-- training: `Trainer.train_stage`, everything included: stage pool generation (the
+- training: `PPOTrainee.train_stage`, everything included: stage pool generation (the
   generator with exact two-agent wait labels), network forward passes, sampling, GAE, PPO
   epochs, optimiser.
 

@@ -127,7 +127,8 @@ def run_variant(name: str, seed: int, env_steps: float, updates: int,
         seconds = 0.0
         for k in range(stages):
             t0 = time.perf_counter()
-            runner, train = loop.trainee.train_stage(runner, cfg, loop.key(k, 1), stage=k)
+            runner, metrics = loop.trainee.train_stage(runner, cfg, loop.key(k, 1))
+            train = loop.trainee.summarize(metrics, where=f"stage {k}")
             seconds += time.perf_counter() - t0
             if (k + 1) % every and k + 1 < stages:
                 continue

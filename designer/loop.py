@@ -263,8 +263,9 @@ class ClosedLoop:
         times: dict[str, float] = {}
         verified_before = self.verify_episodes
         with self.phase(stage, "train", times):
-            runner, train = self.trainee.train_stage(runner, self.space.to_config(values),
-                                                     self.key(stage, 1), stage=stage)
+            runner, metrics = self.trainee.train_stage(runner, self.space.to_config(values),
+                                                       self.key(stage, 1))
+            train = self.trainee.summarize(metrics, where=f"stage {stage}")
         with self.phase(stage, "validate", times):
             val = self.trainee.validate(runner, self.validator, self.key(stage, 2))
         out_of_time = (s.train_minutes is not None

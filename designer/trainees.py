@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from policy.trainee import PPOTrainee, Trainee
+from policy.trainee import Trainee
 
 TRAINEE_KINDS = ("ppo", "llm")
 
@@ -32,8 +32,10 @@ def build_trainee(settings: Any, env: Any) -> tuple[Any, Any]:
 
 
 def _ppo(settings: Any, task: Any, processes: Any) -> Trainee:
+    from policy.ppo import make_train
+
     hp, network = build_trainee(settings, task.env)
-    return PPOTrainee(task.env, network, hp, eval_cfg=task.eval_cfg, processes=processes)
+    return make_train(task.env, network, hp, eval_cfg=task.eval_cfg, processes=processes)
 
 
 def _llm(settings: Any, task: Any, processes: Any) -> Trainee:

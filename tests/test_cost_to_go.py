@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from jaxenv.batching import select
 from jaxenv.mapf import Capacity, MAPFFrozenLake
-from jaxenv.mapf.observe import CTG_MAX
 from jaxenv.mapf.level import Level
+from jaxenv.mapf.observe import CTG_MAX
 
 S, A = 7, 4
 ON = MAPFFrozenLake(Capacity(max_size=S, max_agents=A, max_steps=40, cost_to_go=True))

@@ -229,6 +229,10 @@ class LLMTrainee:
             "samples": int(state.samples)})
         return state, out
 
+    def summarize(self, metrics: dict[str, Any], where: str = "train_stage") -> dict[str, Any]:
+        """`train_stage`'s numbers are already plain: returned as they are."""
+        return metrics
+
     # ---------------------------------------------------------------- protocol: validation
     def validate(self, state: LLMState, validator: Any, key: jax.Array) -> Validation:
         per_cell = (self.s.validation_per_cell if validator.split == "validation"
