@@ -128,15 +128,15 @@ def llm_latency(loop, runner, n: int) -> dict:
     from designer.context import Context, mapf_failures
     from designer.engineers import LLMEngineer
     from designer.llm import open_backend
-    from policy.validation import validate
+    from policy.split_eval import evaluate_split
 
     try:
         backend = open_backend(loop.s, None)
     except Exception as e:  # the llm extra or the model package is missing
         print(f"LLM part skipped: {e}")
         return {"llm_skipped": str(e)}
-    val = validate(runner.params, loop.trainee.network, jax.random.PRNGKey(2), loop.validator,
-                   cfg=loop.eval_cfg)
+    val = evaluate_split(runner.params, loop.trainee.network, jax.random.PRNGKey(2),
+                         loop.validator, cfg=loop.eval_cfg)
     train = {"success_rate": 0.5}
     values = loop.space.default()
     ctx = Context(stage=1, stages_total=6, env_steps_per_stage=819_200,

@@ -30,7 +30,7 @@ import numpy as np
 
 from designer.loop import ClosedLoop
 from designer.settings import CapacitySettings, RunSettings, TaskSettings, TraineeSettings
-from policy.validation import validate
+from policy.split_eval import evaluate_split
 
 COST = {"soc_cost": 0.02, "makespan_cost": 0.02}
 NO_COST = {"soc_cost": 0.0, "makespan_cost": 0.0}
@@ -133,8 +133,9 @@ def run_variant(name: str, seed: int, env_steps: float, updates: int,
             if (k + 1) % every and k + 1 < stages:
                 continue
             for mode in modes:
-                v = validate(runner.params, loop.trainee.network, jax.random.PRNGKey(seed + 3),
-                             loop.validator, mode=mode, cfg=loop.trainee.eval_cfg)
+                v = evaluate_split(runner.params, loop.trainee.network,
+                                   jax.random.PRNGKey(seed + 3), loop.validator, mode=mode,
+                                   cfg=loop.eval_cfg)
                 r, meta = v.result, v.meta
                 row: dict[str, Any] = {"variant": name, "seed": seed, "mode": mode,
                                        "env_steps": (k + 1) * stage_steps,

@@ -385,7 +385,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CliError(f"stage {stage} is not finished in {args.run} (finished: {done})")
     state = loop.trainee.restore(loop.folder.stage_dir(stage) / "ckpt",
                                  loop.trainee.init(jax.random.PRNGKey(0)))
-    v = loop.trainee.validate(state, loop.heldout, jax.random.PRNGKey(3))
+    v = loop.trainee.evaluate_split(state, loop.heldout, jax.random.PRNGKey(3))
     print(loop.task.markdown(v.table, f"{args.run}, stage {stage}: held-out split"))
     return 0
 

@@ -252,7 +252,7 @@ class ClosedLoop:
             return None
         times: dict[str, float] = {}
         with self.phase(stage, "heldout", times):
-            held = self.trainee.validate(runner, self.heldout, self.key(stage, 3))
+            held = self.trainee.evaluate_split(runner, self.heldout, self.key(stage, 3))
         return held.table.to_dict()
 
     def _stage(self, stage: int, runner: Any, values: dict[str, Any],
@@ -267,14 +267,14 @@ class ClosedLoop:
                                                        self.key(stage, 1))
             train = self.trainee.summarize(metrics, where=f"stage {stage}")
         with self.phase(stage, "validate", times):
-            val = self.trainee.validate(runner, self.validator, self.key(stage, 2))
+            val = self.trainee.evaluate_split(runner, self.validator, self.key(stage, 2))
         out_of_time = (s.train_minutes is not None
                        and train_s + times["train"] >= 60 * s.train_minutes)
         last = stage == s.stages - 1 or out_of_time
         held = None
         if self.main and (last or (stage + 1) % s.heldout_every == 0):
             with self.phase(stage, "heldout", times):
-                held = self.trainee.validate(runner, self.heldout, self.key(stage, 3))
+                held = self.trainee.evaluate_split(runner, self.heldout, self.key(stage, 3))
         failures = self.task.failures(val, train, s.seed + stage)
         entry = HistoryEntry(stage=stage, values=editable_values(self.space, values),
                              summary=failures.summary())

@@ -8,7 +8,7 @@
   `policy.categorical` / `policy.gaussian`: the action distributions (discrete / continuous);
   `policy.mixer`: attention across the agents of an episode;
 - `policy.evaluate`: `Evaluator` / `evaluate` (per-instance metrics, outcomes, trajectories);
-  `policy.validation.validate` plays a task validator's frozen split;
+  `policy.split_eval.evaluate_split` plays a task validator's frozen split;
 - `policy.checkpoint`: orbax save / restore; `policy.guard`: the NaN guard;
 - `policy.obs_norm`: running observation statistics (a variable collection of the network).
 
@@ -21,10 +21,10 @@ from policy.evaluate import EvalResult, Evaluator, evaluate
 from policy.guard import NonFiniteError, check_finite
 from policy.network import ActorCritic, init_params
 from policy.ppo import Hparams, PPOTrainee, RunnerState, make_train, summarize_metrics
-from policy.validation import Validation, validate
+from policy.split_eval import SplitEval, evaluate_split
 
 __all__ = [
     "ActorCritic", "EvalResult", "Evaluator", "Hparams", "NonFiniteError", "PPOTrainee",
-    "RunnerState", "Validation", "categorical", "check_finite", "evaluate", "gaussian",
-    "init_params", "make_train", "summarize_metrics", "validate",
+    "RunnerState", "SplitEval", "categorical", "check_finite", "evaluate", "evaluate_split",
+    "gaussian", "init_params", "make_train", "summarize_metrics",
 ]

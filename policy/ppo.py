@@ -10,7 +10,7 @@ also the closed loop's trainee (`policy.trainee.Trainee`):
   `policy.sharding`);
 - `summarize(metrics)`: the NaN guard, then plain floats for logs;
 - `evaluate(params, levels_or_cfgs, key, ...)`: greedy or sampled episodes (`policy.evaluate`);
-- the loop's calls: `validate` (a frozen split), `evaluator` (fresh levels of candidate
+- the loop's calls: `evaluate_split` (a frozen split), `evaluator` (fresh levels of candidate
   configs, no trajectories recorded), `steps`, `policy`, `save` / `restore` (orbax).
 
 A stage: the config batch holds C configs for B envs (C divides B; env b runs config
@@ -58,8 +58,8 @@ from policy.gae import gae, normalize
 from policy.guard import all_finite, check_finite
 from policy.network import ActorCritic, init_params
 from policy.rollout import agent_inputs, rollout, start
+from policy.split_eval import SplitEval, evaluate_split
 from policy.update import make_optimizer, ppo_epochs
-from policy.validation import Validation, validate
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class PPOTrainee(NamedTuple):
     summarize: Callable[..., dict[str, float]]
     evaluate: Evaluator
     evaluator: Evaluator
-    validate: Callable[[RunnerState, Any, jax.Array], Validation]
+    evaluate_split: Callable[[RunnerState, Any, jax.Array], SplitEval]
     env: Any
     network: ActorCritic
     hparams: Hparams
@@ -155,7 +155,7 @@ def make_train(env: Any, network: ActorCritic, hparams: Hparams, *, eval_cfg: An
                processes: Any = None) -> PPOTrainee:
     """The `PPOTrainee` for `env` (a jaxenv env, or any gymnax env, discrete or continuous).
 
-    `eval_cfg`: the config `validate` plays frozen splits under (default: the env's). With
+    `eval_cfg`: the config `evaluate_split` plays frozen splits under (default: the env's). With
     more than one of `processes` (`policy.distributed`), `train_stage` runs over every
     process's devices and its result comes back local."""
     env = multi_agent(env)
@@ -248,14 +248,14 @@ def make_train(env: Any, network: ActorCritic, hparams: Hparams, *, eval_cfg: An
         check_finite(metrics, where=where)
         return summarize_metrics(metrics, env.outcomes)
 
-    def validate_split(runner: RunnerState, validator: Any, key: jax.Array) -> Validation:
-        return validate(runner.params, network, key, validator, cfg=eval_cfg)
+    def split(runner: RunnerState, validator: Any, key: jax.Array) -> SplitEval:
+        return evaluate_split(runner.params, network, key, validator, cfg=eval_cfg)
 
     trainee = PPOTrainee(
         init=jax.jit(init), train_stage=jax.jit(stage),
         train_seeds=jax.jit(jax.vmap(stage, in_axes=(0, None, 0))), stage=stage,
         summarize=summarize, evaluate=Evaluator(env, network),
-        evaluator=Evaluator(env, network, record=False), validate=validate_split, env=env,
+        evaluator=Evaluator(env, network, record=False), evaluate_split=split, env=env,
         network=network, hparams=hp)
     if processes is None or processes.count <= 1:
         return trainee

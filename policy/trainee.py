@@ -9,8 +9,8 @@ trainee; they call only this protocol:
   (F and the rules engineer read it), after the trainee's own checks (PPO's NaN guard);
 - ``steps(state)``: the trainee's experience counter (env steps for PPO, sampled replies for
   the LLM), ``steps_per_stage`` its budget per stage (the context's T module shows both);
-- ``validate(state, validator, key) -> policy.validation.Validation``: the task's table on a
-  frozen split (valid / optimal per agents x size) and per-instance results, so F, the report
+- ``evaluate_split(state, validator, key) -> policy.split_eval.SplitEval``: the task's table
+  on a frozen split (valid / optimal per agents x size) and per-instance results, so F, the report
   and ``compare`` read every kind the same way;
 - ``evaluator(policy(state), cfgs, key, n_per_config=n)``: fresh levels of each stacked
   candidate config played by the current trainee (an `EvalResult` whose ``valid`` metric is
@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import jax
 
-from policy.validation import Validation
+from policy.split_eval import SplitEval
 
 
 class Trainee(Protocol):
@@ -50,7 +50,7 @@ class Trainee(Protocol):
 
     def policy(self, state: Any) -> Any: ...
 
-    def validate(self, state: Any, validator: Any, key: jax.Array) -> Validation: ...
+    def evaluate_split(self, state: Any, validator: Any, key: jax.Array) -> SplitEval: ...
 
     def verify_episodes(self, requested: int) -> int: ...
 

@@ -30,7 +30,7 @@ from designer.edits import preset_space  # noqa: E402
 from designer.engineers import LLMEngineer  # noqa: E402
 from jaxenv.mapf import Capacity, MAPFFrozenLake  # noqa: E402
 from jaxenv.mapf.benchmark.validator import load_validator  # noqa: E402
-from policy import ActorCritic, Hparams, make_train, validate  # noqa: E402
+from policy import ActorCritic, Hparams, evaluate_split, make_train  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def context() -> Context:
                                       num_minibatches=2, pool_size=64))
     runner, metrics = tr.train_stage(tr.init(jax.random.PRNGKey(0)), space.to_config(
         space.default()), jax.random.PRNGKey(1))
-    val = validate(runner.params, net, jax.random.PRNGKey(2), load_validator("validation"))
+    val = evaluate_split(runner.params, net, jax.random.PRNGKey(2), load_validator("validation"))
     train = tr.summarize(metrics)
     hist = [HistoryEntry(stage=k, values=editable_values(space, space.default()),
                          summary=f"valid {k}%") for k in range(2)]

@@ -1,6 +1,6 @@
 """The control validator: a family's frozen split, an env to play it, and the reading of results.
 
-The same shape as MAPF's (`jaxenv.mapf.benchmark.validator`), so `policy.validation.validate`
+The same shape as MAPF's (`jaxenv.mapf.benchmark.validator`), so `policy.split_eval.evaluate_split`
 plays either: `split`, `env`, `levels`, `meta` and `table(result)`. The table is the
 robustness table of issue 14: success % and mean normalised return over the split, how the
 episodes ended, and the per-parameter breakdown (`jaxenv.control.sets.summarize`), plus the
@@ -45,7 +45,7 @@ class ControlTable:
 
 @dataclass(frozen=True)
 class ControlValidator:
-    """A frozen split of one family, played by `policy.validation.validate`."""
+    """A frozen split of one family, played by `policy.split_eval.evaluate_split`."""
 
     name: str
     split: str
@@ -158,7 +158,7 @@ class ControlFailures:
 
 def control_failures(validation: Any, train: dict[str, float], *, n_traj: int = 3,
                      seed: int = 0) -> ControlFailures:
-    """F from a `policy.validation.Validation` of a `ControlValidator`."""
+    """F from a `policy.split_eval.SplitEval` of a `ControlValidator`."""
     t: ControlTable = validation.table
     s, r = t.summary, validation.result
     fam = family(s["family"])
