@@ -125,7 +125,7 @@ class ClosedLoop:
         self.validator, self.heldout = self.task.validator, self.task.heldout
         self.eval_cfg = self.task.eval_cfg  # validation and held-out play under the run's rules
         v = settings.verify
-        self.verifier = Verifier(evaluator=self.trainee.evaluator, k=v.k,
+        self.verifier = Verifier(evaluator=self.trainee.play_candidates, k=v.k,
                                  episodes=self.trainee.verify_episodes(v.episodes),
                                  floor=v.floor, ceiling=v.ceiling, targets=self.task.targets,
                                  space=self.space, signal=v.signal)

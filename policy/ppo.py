@@ -10,8 +10,8 @@ also the closed loop's trainee (`policy.trainee.Trainee`):
   `policy.sharding`);
 - `summarize(metrics)`: the NaN guard, then plain floats for logs;
 - `evaluate(params, levels_or_cfgs, key, ...)`: greedy or sampled episodes (`policy.evaluate`);
-- the loop's calls: `evaluate_split` (a frozen split), `evaluator` (fresh levels of candidate
-  configs, no trajectories recorded), `steps`, `policy`, `save` / `restore` (orbax).
+- the loop's calls: `evaluate_split` (a frozen split), `play_candidates` (fresh levels of
+  candidate configs, no trajectories recorded), `steps`, `policy`, `save` / `restore` (orbax).
 
 A stage: the config batch holds C configs for B envs (C divides B; env b runs config
 `b // (B // C)`; C comes from the env's config space). For an environment with levels a stage
@@ -124,7 +124,7 @@ class PPOTrainee(NamedTuple):
     stage: Callable[..., tuple[RunnerState, dict]]
     summarize: Callable[..., dict[str, float]]
     evaluate: Evaluator
-    evaluator: Evaluator
+    play_candidates: Evaluator
     evaluate_split: Callable[[RunnerState, Any, jax.Array], SplitEval]
     env: Any
     network: ActorCritic
@@ -255,7 +255,7 @@ def make_train(env: Any, network: ActorCritic, hparams: Hparams, *, eval_cfg: An
         init=jax.jit(init), train_stage=jax.jit(stage),
         train_seeds=jax.jit(jax.vmap(stage, in_axes=(0, None, 0))), stage=stage,
         summarize=summarize, evaluate=Evaluator(env, network),
-        evaluator=Evaluator(env, network, record=False), evaluate_split=split, env=env,
+        play_candidates=Evaluator(env, network, record=False), evaluate_split=split, env=env,
         network=network, hparams=hp)
     if processes is None or processes.count <= 1:
         return trainee

@@ -10,9 +10,9 @@ trainee; they call only this protocol:
 - ``steps(state)``: the trainee's experience counter (env steps for PPO, sampled replies for
   the LLM), ``steps_per_stage`` its budget per stage (the context's T module shows both);
 - ``evaluate_split(state, validator, key) -> policy.split_eval.SplitEval``: the task's table
-  on a frozen split (valid / optimal per agents x size) and per-instance results, so F, the report
-  and ``compare`` read every kind the same way;
-- ``evaluator(policy(state), cfgs, key, n_per_config=n)``: fresh levels of each stacked
+  on a frozen split (valid / optimal per agents x size) and per-instance results, so F, the
+  report and ``compare`` read every kind the same way;
+- ``play_candidates(policy(state), cfgs, key, n_per_config=n)``: fresh levels of each stacked
   candidate config played by the current trainee (an `EvalResult` whose ``valid`` metric is
   success), the scorer `designer.verify.Verifier` turns into learnability;
   ``verify_episodes(requested)`` is how many levels per candidate it plays;
@@ -38,7 +38,7 @@ class Trainee(Protocol):
 
     kind: str
     steps_per_stage: int
-    evaluator: Any
+    play_candidates: Any
 
     def init(self, key: jax.Array) -> Any: ...
 

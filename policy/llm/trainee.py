@@ -19,8 +19,9 @@ table: the same `SplitEval` the PPO trainee returns, so F, the report and `compa
 unchanged. Failure causes per instance come from the verifier's checks (conflict -> vertex,
 hole, out of bounds, anything else -> timeout: the plan never got everyone home).
 
-`evaluator(state, cfgs, key, n_per_config)`: verification. ``verify_levels`` fresh levels of each
-stacked candidate config, whole plans sampled for all of them in one batch, success = valid.
+`play_candidates(state, cfgs, key, n_per_config)`: verification. ``verify_levels`` fresh levels
+of each stacked candidate config, whole plans sampled for all of them in one batch, success =
+valid.
 
 Checkpoints (orbax, atomic like the PPO trainee's): the LoRA parameters, plus the base model's
 parameters when they change (warm start, or a full fine-tune), plus the counters.
@@ -266,8 +267,8 @@ class LLMTrainee:
         return SplitEval(split=validator.split, table=table, result=result, meta=meta)
 
     # ---------------------------------------------------------------- protocol: verification
-    def evaluator(self, state: LLMState, cfgs: Any, key: jax.Array, *,
-                  n_per_config: int) -> EvalResult:
+    def play_candidates(self, state: LLMState, cfgs: Any, key: jax.Array, *,
+                        n_per_config: int) -> EvalResult:
         """``n_per_config`` fresh levels of each stacked config [k], planned by the trainee
         (config-major order, like `policy.evaluate.Evaluator`); ``valid`` is success."""
         from jaxenv.mapf.generator import generate_many
