@@ -65,12 +65,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         loop = ClosedLoop(settings, tmp)
-        runner = loop.trainee.trainer.init(jax.random.PRNGKey(0))
+        runner = loop.trainee.init(jax.random.PRNGKey(0))
         values = loop.space.default()
 
         def train(runner):
             for i in range(a.train_stages):
-                runner, _ = loop.trainee.trainer.train_stage(
+                runner, _ = loop.trainee.train_stage(
                     runner, loop.space.to_config(values), jax.random.PRNGKey(i))
             return runner
 
@@ -128,15 +128,15 @@ def llm_latency(loop, runner, n: int) -> dict:
     from designer.engineer.engineers import LLMEngineer
     from designer.llm.open import open_backend
     from designer.tasks.mapf.failures import mapf_failures
-    from policy.validation import validate
+    from policy.split_eval import evaluate_split
 
     try:
         backend = open_backend(loop.s, None)
     except Exception as e:  # the llm extra or the model package is missing
         print(f"LLM part skipped: {e}")
         return {"llm_skipped": str(e)}
-    val = validate(runner.params, loop.trainee.network, jax.random.PRNGKey(2), loop.validator,
-                   cfg=loop.eval_cfg)
+    val = evaluate_split(runner.params, loop.trainee.network, jax.random.PRNGKey(2),
+                         loop.validator, cfg=loop.eval_cfg)
     train = {"success_rate": 0.5}
     values = loop.space.default()
     ctx = Context(stage=1, stages_total=6, env_steps_per_stage=819_200,

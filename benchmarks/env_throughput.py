@@ -99,7 +99,7 @@ def bench_mapf(case: Case, batch: int, repeats: int, kind: str = "step") -> dict
             return jax.vmap(base.agent_obs)(obs, state)
         if kind == "packed":
             inp = jax.vmap(base.agent_obs)(obs.replace(view=None), state)
-            return inp.replace(view=jax.vmap(base.packed_views)(state))
+            return inp.replace(view=jax.vmap(base.observer.packed_views)(state))
         return None
 
     def rules(keys, state, act):

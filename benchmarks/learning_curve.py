@@ -42,7 +42,7 @@ from designer.tasks.mapf.report import PAPER
 from jaxenv.mapf.benchmark.failures import failure_samples
 from jaxenv.mapf.benchmark.report import format_markdown
 from policy import checkpoint
-from policy.validation import validate
+from policy.split_eval import evaluate_split
 
 TRAINEE = TraineeSettings()  # the loop's trainee defaults are this benchmark's
 
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(f"{a.out} is not empty: choose another --out")
     loop = ClosedLoop(settings, a.out, first=None)
     loop.first = loop.space.default()  # sizes 3-10, 2 agents, the task's rules pinned
-    net, hp = loop.trainee.network, loop.trainee.hp
+    net, hp = loop.trainee.network, loop.trainee.hparams
     print(f"config: {json.dumps(loop.first)}\nhparams: {hp}\nnetwork: {net}", flush=True)
     curve: list[dict] = []
     train_s = 0.0
@@ -151,11 +151,11 @@ def main(argv: list[str] | None = None) -> dict:
     results = loop.run()
     stage = len(results)
     runner = checkpoint.restore(loop.folder.stage_dir(stage - 1) / "ckpt",
-                                loop.trainee.trainer.init(jax.random.PRNGKey(a.seed)))
-    final = validate(runner.params, net, jax.random.PRNGKey(1), loop.heldout,
-                     cfg=loop.eval_cfg)
-    sampled = validate(runner.params, net, jax.random.PRNGKey(2), loop.heldout, mode="sample",
-                       cfg=loop.eval_cfg)
+                                loop.trainee.init(jax.random.PRNGKey(a.seed)))
+    final = evaluate_split(runner.params, net, jax.random.PRNGKey(1), loop.heldout,
+                           cfg=loop.eval_cfg)
+    sampled = evaluate_split(runner.params, net, jax.random.PRNGKey(2), loop.heldout,
+                             mode="sample", cfg=loop.eval_cfg)
     total_s = time.time() - t_start
     title = (f"PPO ({a.critic}, hidden {a.hidden}) on the fixed config, 2-agent training; "
              f"{int(runner.env_steps):,} env steps, {train_s:.0f}s training")

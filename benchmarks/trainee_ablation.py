@@ -31,7 +31,7 @@ from harness import command, write_json
 
 from designer.run.loop import ClosedLoop
 from designer.settings import CapacitySettings, RunSettings, TaskSettings, TraineeSettings
-from policy.validation import validate
+from policy.split_eval import evaluate_split
 
 COST = {"soc_cost": 0.02, "makespan_cost": 0.02}
 NO_COST = {"soc_cost": 0.0, "makespan_cost": 0.0}
@@ -129,13 +129,15 @@ def run_variant(name: str, seed: int, env_steps: float, updates: int,
         seconds = 0.0
         for k in range(stages):
             t0 = time.perf_counter()
-            runner, train = loop.trainee.train_stage(runner, cfg, loop.key(k, 1), stage=k)
+            runner, metrics = loop.trainee.train_stage(runner, cfg, loop.key(k, 1))
+            train = loop.trainee.summarize(metrics, where=f"stage {k}")
             seconds += time.perf_counter() - t0
             if (k + 1) % every and k + 1 < stages:
                 continue
             for mode in modes:
-                v = validate(runner.params, loop.trainee.network, jax.random.PRNGKey(seed + 3),
-                             loop.validator, mode=mode, cfg=loop.trainee.eval_cfg)
+                v = evaluate_split(runner.params, loop.trainee.network,
+                                   jax.random.PRNGKey(seed + 3), loop.validator, mode=mode,
+                                   cfg=loop.eval_cfg)
                 r, meta = v.result, v.meta
                 row: dict[str, Any] = {"variant": name, "seed": seed, "mode": mode,
                                        "env_steps": (k + 1) * stage_steps,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from policy.trainee import PPOTrainee, Trainee
+from policy.trainee import Trainee
 
 
 def build_trainee(settings: Any, env: Any) -> tuple[Any, Any]:
@@ -19,8 +19,10 @@ def build_trainee(settings: Any, env: Any) -> tuple[Any, Any]:
 
 
 def _ppo(settings: Any, task: Any, processes: Any) -> Trainee:
+    from policy.ppo import make_train
+
     hp, network = build_trainee(settings, task.env)
-    return PPOTrainee(task.env, network, hp, eval_cfg=task.eval_cfg, processes=processes)
+    return make_train(task.env, network, hp, eval_cfg=task.eval_cfg, processes=processes)
 
 
 def _llm(settings: Any, task: Any, processes: Any) -> Trainee:

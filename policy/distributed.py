@@ -4,12 +4,12 @@ Every process runs the same program (JAX's multi-controller model):
 
     from policy.distributed import initialize, make_distributed_stage, to_host
     procs = initialize()                     # before making arrays; no-op for one process
-    trainer = make_train(env, network, hparams)
-    stage = make_distributed_stage(trainer)  # shard_map over all processes' devices
-    runner = trainer.init(jax.random.key(0))
+    trainee = make_train(env, network, hparams)
+    stage = make_distributed_stage(trainee)  # shard_map over all processes' devices
+    runner = trainee.init(jax.random.key(0))
     runner, metrics = stage(runner, cfgs, jax.random.key(1))
     if procs.is_main:
-        print(trainer.summarize(to_host(metrics)))
+        print(trainee.summarize(to_host(metrics)))
 
 The mesh `("envs",)` spans `jax.devices()`, the devices of every process. The learner state,
 config batch and key are replicated; each device runs `num_envs / D` environments and
@@ -52,7 +52,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 if TYPE_CHECKING:  # policy.ppo imports gymnax, whose import creates arrays: kept lazy
-    from policy.ppo import RunnerState, Trainer
+    from policy.ppo import PPOTrainee, RunnerState
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +291,8 @@ def _key_data(key: jax.Array) -> jax.Array:
                                                              jax.dtypes.prng_key) else key
 
 
-def make_distributed_stage(trainer: Trainer, devices: Sequence[jax.Device] | None = None, *,
+def make_distributed_stage(trainee: PPOTrainee,
+                           devices: Sequence[jax.Device] | None = None, *,
                            check_inputs: bool = True) -> Callable[..., tuple[RunnerState, dict]]:
     """`stage(runner, cfg_batch, key) -> (runner, metrics)` over the global mesh.
 
@@ -303,7 +304,7 @@ def make_distributed_stage(trainer: Trainer, devices: Sequence[jax.Device] | Non
     from policy.sharding import sharded_stage
 
     mesh = global_mesh(devices)
-    run = sharded_stage(trainer, list(mesh.devices.flat))
+    run = sharded_stage(trainee, list(mesh.devices.flat))
     multi = jax.process_count() > 1
 
     def stage(runner: RunnerState, cfgs: Any, key: jax.Array) -> tuple[RunnerState, dict]:

@@ -1,14 +1,17 @@
 """Multi-agent PPO as one jitted stage, for any jaxenv environment: `make_train(env, net, hp)`.
 
-`make_train` returns a `Trainer`, a small named tuple of pure functions (optax's shape):
+`make_train` returns the `PPOTrainee`, a named tuple of pure functions (optax's shape) that is
+also the closed loop's trainee (`policy.trainee.Trainee`):
 
 - `init(key) -> RunnerState`: parameters, optimiser state and counters;
 - `train_stage(runner, cfg_batch, key) -> (runner, metrics)`: one stage of `num_updates` PPO
   updates over `num_envs` vmapped environments, in one `jit`; `train_seeds` vmaps it over
   runner states and keys; `stage` is the unjitted function (with `axis`/`n_shards` for
   `policy.sharding`);
+- `summarize(metrics)`: the NaN guard, then plain floats for logs;
 - `evaluate(params, levels_or_cfgs, key, ...)`: greedy or sampled episodes (`policy.evaluate`);
-- `summarize(metrics)`: plain floats for logs.
+- the loop's calls: `evaluate_split` (a frozen split), `play_candidates` (fresh levels of
+  candidate configs, no trajectories recorded), `steps`, `policy`, `save` / `restore` (orbax).
 
 A stage: the config batch holds C configs for B envs (C divides B; env b runs config
 `b // (B // C)`; C comes from the env's config space). For an environment with levels a stage
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import chex
@@ -48,12 +52,13 @@ from flax import struct
 from jaxenv.batching import take
 from jaxenv.levels import PoolParams, env_pool_params, stage_pool
 from jaxenv.wrappers import PoolReset, has_levels, multi_agent
-from policy import obs_norm
+from policy import checkpoint, obs_norm
 from policy.evaluate import Evaluator
 from policy.gae import gae, normalize
-from policy.guard import all_finite
+from policy.guard import all_finite, check_finite
 from policy.network import ActorCritic, init_params
 from policy.rollout import agent_inputs, rollout, start
+from policy.split_eval import SplitEval, evaluate_split
 from policy.update import make_optimizer, ppo_epochs
 
 
@@ -110,22 +115,49 @@ class RunnerState:
     stage: jax.Array  # [] int32 stages done
 
 
-class Trainer(NamedTuple):
+class PPOTrainee(NamedTuple):
     """What `make_train` returns (see the module docstring)."""
 
     init: Callable[[jax.Array], RunnerState]
     train_stage: Callable[..., tuple[RunnerState, dict]]
     train_seeds: Callable[..., tuple[RunnerState, dict]]
     stage: Callable[..., tuple[RunnerState, dict]]
+    summarize: Callable[..., dict[str, float]]
     evaluate: Evaluator
-    summarize: Callable[[dict], dict[str, float]]
+    play_candidates: Evaluator
+    evaluate_split: Callable[[RunnerState, Any, jax.Array], SplitEval]
     env: Any
     network: ActorCritic
     hparams: Hparams
+    kind: str = "ppo"
+
+    @property
+    def steps_per_stage(self) -> int:
+        return self.hparams.num_updates * self.hparams.steps_per_update
+
+    def steps(self, runner: RunnerState) -> int:
+        return int(runner.env_steps)
+
+    def policy(self, runner: RunnerState) -> Any:
+        return runner.params
+
+    def verify_episodes(self, requested: int) -> int:
+        return requested
+
+    def save(self, directory: str | Path, runner: RunnerState, step: int) -> None:
+        checkpoint.save(directory, runner, step=step, max_to_keep=1)
+
+    def restore(self, directory: str | Path, runner: RunnerState) -> RunnerState:
+        return checkpoint.restore(directory, runner)
 
 
-def make_train(env: Any, network: ActorCritic, hparams: Hparams) -> Trainer:
-    """A `Trainer` for `env` (a jaxenv env, or any gymnax env, discrete or continuous)."""
+def make_train(env: Any, network: ActorCritic, hparams: Hparams, *, eval_cfg: Any = None,
+               processes: Any = None) -> PPOTrainee:
+    """The `PPOTrainee` for `env` (a jaxenv env, or any gymnax env, discrete or continuous).
+
+    `eval_cfg`: the config `evaluate_split` plays frozen splits under (default: the env's). With
+    more than one of `processes` (`policy.distributed`), `train_stage` runs over every
+    process's devices and its result comes back local."""
     env = multi_agent(env)
     action_dim = getattr(env, "action_dim", 0)
     if network.action_dim != action_dim:
@@ -212,13 +244,26 @@ def make_train(env: Any, network: ActorCritic, hparams: Hparams) -> Trainer:
         metrics["params_finite"] = all_finite(runner.params)
         return runner.replace(stage=runner.stage + 1), metrics
 
-    def summarize(metrics: dict) -> dict[str, float]:
+    def summarize(metrics: dict, where: str = "train_stage") -> dict[str, float]:
+        check_finite(metrics, where=where)
         return summarize_metrics(metrics, env.outcomes)
 
-    return Trainer(init=jax.jit(init), train_stage=jax.jit(stage),
-                   train_seeds=jax.jit(jax.vmap(stage, in_axes=(0, None, 0))), stage=stage,
-                   evaluate=Evaluator(env, network), summarize=summarize, env=env,
-                   network=network, hparams=hp)
+    def split(runner: RunnerState, validator: Any, key: jax.Array) -> SplitEval:
+        return evaluate_split(runner.params, network, key, validator, cfg=eval_cfg)
+
+    trainee = PPOTrainee(
+        init=jax.jit(init), train_stage=jax.jit(stage),
+        train_seeds=jax.jit(jax.vmap(stage, in_axes=(0, None, 0))), stage=stage,
+        summarize=summarize, evaluate=Evaluator(env, network),
+        play_candidates=Evaluator(env, network, record=False), evaluate_split=split, env=env,
+        network=network, hparams=hp)
+    if processes is None or processes.count <= 1:
+        return trainee
+    from policy.distributed import make_distributed_stage, to_local
+
+    run = make_distributed_stage(trainee)
+    return trainee._replace(train_stage=lambda runner, cfgs, key: to_local(run(runner, cfgs,
+                                                                                 key)))
 
 
 def summarize_metrics(metrics: dict[str, Any], outcomes: tuple[str, ...]) -> dict[str, float]:
@@ -241,5 +286,5 @@ def summarize_metrics(metrics: dict[str, Any], outcomes: tuple[str, ...]) -> dic
     return out
 
 
-__all__ = ["Hparams", "RunnerState", "Trainer", "make_optimizer", "make_train",
+__all__ = ["Hparams", "PPOTrainee", "RunnerState", "make_optimizer", "make_train",
            "summarize_metrics"]

@@ -1,6 +1,6 @@
 """Data-parallel stages: the env batch sharded over devices, gradients summed across them.
 
-`sharded_stage(trainer, devices)` wraps the trainer's public `stage` in `jax.shard_map` over a
+`sharded_stage(trainee, devices)` wraps the PPO trainee's public `stage` in `jax.shard_map` over a
 1-D mesh `("envs",)`: the learner state, config batch and key are replicated; each device runs
 `num_envs / D` environments, generates `pool_size / D` levels (all-gathered into the full
 pool), and every gradient, count and metric is psum'd. Because per-env randomness comes from
@@ -19,7 +19,7 @@ import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from policy.ppo import Trainer
+from policy.ppo import PPOTrainee
 
 AXIS = "envs"
 
@@ -30,12 +30,13 @@ def env_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
     return Mesh(np.array(devs), (AXIS,))
 
 
-def sharded_stage(trainer: Trainer, devices: Sequence[jax.Device] | None = None) -> Callable:
+def sharded_stage(trainee: PPOTrainee,
+                  devices: Sequence[jax.Device] | None = None) -> Callable:
     """A jitted `stage(runner, cfg_batch, key) -> (runner, metrics)` over `devices`."""
     mesh = env_mesh(devices)
     d = mesh.devices.size
-    trainer.hparams.check(1, d)
-    fn = partial(trainer.stage, axis=AXIS, n_shards=d)
+    trainee.hparams.check(1, d)
+    fn = partial(trainee.stage, axis=AXIS, n_shards=d)
     # Outputs are psum'd or computed from psum'd values: replicated, hence P().
     mapped = jax.shard_map(fn, mesh=mesh, in_specs=(P(), P(), P()), out_specs=P(),
                            check_vma=False)

@@ -99,7 +99,7 @@ def evaluate_run(args: argparse.Namespace, settings: Any) -> int:
     if stage not in done:
         raise CliError(f"stage {stage} is not finished in {args.run} (finished: {done})")
     state = loop.restore(stage, loop.trainee.init(jax.random.PRNGKey(0)))
-    v = loop.trainee.validate(state, loop.heldout, jax.random.PRNGKey(3))
+    v = loop.trainee.evaluate_split(state, loop.heldout, jax.random.PRNGKey(3))
     print(loop.task.markdown(v.table, f"{args.run}, stage {stage}: held-out split"))
     return 0
 

@@ -161,7 +161,7 @@ class ClosedLoop:
         self.validator, self.heldout = self.task.validator, self.task.heldout
         self.eval_cfg = self.task.eval_cfg  # validation and held-out play under the run's rules
         v = settings.verify
-        self.scorer = CandidateScorer(evaluator=self.trainee.evaluator, k=v.k,
+        self.scorer = CandidateScorer(evaluator=self.trainee.play_candidates, k=v.k,
                                  episodes=self.trainee.verify_episodes(v.episodes),
                                  floor=v.floor, ceiling=v.ceiling, targets=self.task.targets,
                                  space=self.space, signal=v.signal)
@@ -322,7 +322,7 @@ class ClosedLoop:
             return None
         times: dict[str, float] = {}
         with self.phase(stage, "heldout", times):
-            held = self.trainee.validate(runner, self.heldout, self.key(stage, 3))
+            held = self.trainee.evaluate_split(runner, self.heldout, self.key(stage, 3))
         return held.table.to_dict()
 
     def _stage(self, stage: int, runner: Any, values: dict[str, Any],
@@ -333,17 +333,18 @@ class ClosedLoop:
         times: dict[str, float] = {}
         verified_before = self.verify_episodes
         with self.phase(stage, "train", times):
-            runner, train = self.trainee.train_stage(runner, self.space.to_config(values),
-                                                     self.key(stage, 1), stage=stage)
+            runner, metrics = self.trainee.train_stage(runner, self.space.to_config(values),
+                                                       self.key(stage, 1))
+            train = self.trainee.summarize(metrics, where=f"stage {stage}")
         with self.phase(stage, "validate", times):
-            val = self.trainee.validate(runner, self.validator, self.key(stage, 2))
+            val = self.trainee.evaluate_split(runner, self.validator, self.key(stage, 2))
         out_of_time = (s.train_minutes is not None
                        and train_s + times["train"] >= 60 * s.train_minutes)
         last = stage == s.stages - 1 or out_of_time
         held = None
         if self.main and (last or (stage + 1) % s.heldout_every == 0):
             with self.phase(stage, "heldout", times):
-                held = self.trainee.validate(runner, self.heldout, self.key(stage, 3))
+                held = self.trainee.evaluate_split(runner, self.heldout, self.key(stage, 3))
         failures = self.task.failures(val, train, s.seed + stage)
         entry = HistoryEntry(stage=stage, values=editable_values(self.space, values),
                              summary=failures.summary())

@@ -146,7 +146,7 @@ class CandidateScorer:
                  targets: Mapping[str, Sequence[str]] | None = None, space: Any = None,
                  signal: str = "success"):
         """`evaluator`: any trainee's scorer with `Evaluator`'s call (policy, stacked configs,
-        key, n_per_config=) -> per-episode results (`policy.trainee.Trainee.evaluator`);
+        key, n_per_config=) -> per-episode results (`policy.trainee.Trainee.play_candidates`);
         default: the PPO `Evaluator` of (`env`, `network`). `signal`: what p is, success or
         return (the module docstring)."""
         if not 0.0 <= floor < ceiling <= 1.0:

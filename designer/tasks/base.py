@@ -3,7 +3,7 @@
 A `Task` bundles, for one family (MAPF-FrozenLake, a gymnax control task, ...), what the closed
 loop, the engineers and the report read about it: the training environment and its config
 space (after the preset and the run's pinned rules), the frozen validation and held-out
-validators (`policy.validation.validate` plays them), the rules they are played under, the
+validators (`policy.split_eval.evaluate_split` plays them), the rules they are played under, the
 coverage targets of verification, how a validation becomes F (the failure breakdown the
 engineer reads), the guidelines file G, the headline numbers of a table and how the hand-written
 `rules` engineer moves the knobs (`Curriculum`). A `Family` is what designer reads of a family

@@ -1,6 +1,6 @@
 """The control validator: a family's frozen split, an env to play it, and the reading of results.
 
-The same shape as MAPF's (`jaxenv.mapf.benchmark.validator`), so `policy.validation.validate`
+The same shape as MAPF's (`jaxenv.mapf.benchmark.validator`), so `policy.split_eval.evaluate_split`
 plays either: `split`, `env`, `levels`, `meta` and `table(result)`. The table is the
 robustness table: success % and mean normalised return over the split, how the
 episodes ended, and the per-parameter breakdown (`jaxenv.control.sets.summarize`), plus the
@@ -40,7 +40,7 @@ class ControlTable:
 
 @dataclass(frozen=True)
 class ControlValidator:
-    """A frozen split of one family, played by `policy.validation.validate`."""
+    """A frozen split of one family, played by `policy.split_eval.evaluate_split`."""
 
     name: str
     split: str

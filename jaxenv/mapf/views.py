@@ -1,7 +1,7 @@
 """Bit-packed local views: every agent's view in V * 4 words instead of V * V * 4 bytes.
 
-`env.get_obs` hands each agent a [V, V, 4] uint8 window (channels `VIEW_CHANNELS` of
-`jaxenv.mapf.env`). At 64 agents on 32x32 (V = 11) that is 31 kB per env step, and on
+`Observer.observe` hands each agent a [V, V, 4] uint8 window (channels `VIEW_CHANNELS` of
+`jaxenv.mapf.observe`). At 64 agents on 32x32 (V = 11) that is 31 kB per env step, and on
 XLA's CPU backend writing those bytes costs about as much as all the rules (about 0.3 ns a
 byte whatever the formulation: gather, uint32 cells, or unpacking bits; see
 docs/scaling.md). The packed form holds the same information in 176 bytes per agent: bit

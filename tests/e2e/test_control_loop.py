@@ -19,7 +19,7 @@ from designer.tasks.control.failures import control_failures
 from designer.tasks.control.task import curriculum
 from jaxenv.control.registry import family
 from policy.network import ActorCritic, init_params
-from policy.validation import validate
+from policy.split_eval import evaluate_split
 
 TINY = ["--stages", "2", "--stage-steps", "8192", "--envs", "32", "--hidden", "16",
         "--verify-k", "2", "--verify-episodes", "16", "--candidates", "2", "--seed", "1"]
@@ -98,7 +98,7 @@ def test_control_failures_name_the_worst_bins_and_failed_variants():
     task = make_task(RunSettings(env="cartpole", engineer="fixed"))
     net = ActorCritic(num_actions=2, hidden=8)
     params = init_params(net, task.env, jax.random.PRNGKey(0))  # untrained: fails often
-    val = validate(params, net, jax.random.PRNGKey(1), task.validator, cfg=task.eval_cfg)
+    val = evaluate_split(params, net, jax.random.PRNGKey(1), task.validator, cfg=task.eval_cfg)
     f = control_failures(val, {"success_rate": 0.1, "cause_angle": 0.9}, seed=0)
     assert f.n == 128 and f.success < 50 and sum(f.failed_endings.values()) > 0
     full = f.render(n_traj=3, sizes=None)

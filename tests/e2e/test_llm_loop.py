@@ -138,7 +138,7 @@ def test_llm_validation_scores_like_plan_eval(tmp_path, kind):
         texts = [t if i % 2 else "nothing" for i, t in enumerate(texts)]
     levels = jax.tree.map(lambda x: np.asarray(x)[pos], v.levels)
     meta = {k: np.asarray(m)[pos] for k, m in v.meta.items() if np.ndim(m)}
-    val = LLMTrainee.score(v, levels, meta, texts)
+    val = LLMTrainee.evaluate_replies(v, levels, meta, texts)
     log = AnswerLog(tmp_path / "a.jsonl")
     log.start({"split": "validation", "mode": "text", "max_tokens": 8})
     for p, t in zip(pos, texts, strict=True):

@@ -75,7 +75,7 @@ class ControlFailures:
 
 def control_failures(validation: Any, train: dict[str, float], *, n_traj: int = 3,
                      seed: int = 0) -> ControlFailures:
-    """F from a `policy.validation.Validation` of a `ControlValidator`."""
+    """F from a `policy.split_eval.SplitEval` of a `ControlValidator`."""
     t: ControlTable = validation.table
     s, r = t.summary, validation.result
     fam = family(s["family"])

@@ -85,7 +85,7 @@ class MAPFFailures:
 
 def mapf_failures(validation: Any, train: Mapping[str, float], *, n_traj: int = 3,
                   seed: int = 0) -> MAPFFailures:
-    """F from a `policy.validation.Validation` (recorded) and a trainer's stage summary."""
+    """F from a `policy.split_eval.SplitEval` (recorded) and a trainer's stage summary."""
     t, r = validation.table, validation.result
     by_cell = {k: {s: (c.valid, c.optimal) for s, c in d.items()}
                for k, d in t.by_size.items()}

@@ -5,7 +5,7 @@ anything that tunes an engineer or a choice rule), holds its levels and metadata
 environment that can play them (capacity 10 x 10, 5 agents; view radius and step cap those of
 the trainee), and turns per-instance results into the paper's table. Every failed episode maps
 to the whole-plan checks it breaks (`cause_checks`), so the table's failure breakdown speaks the
-verifier's language. `policy.validation.validate` plays the levels; this module knows MAPF.
+verifier's language. `policy.split_eval.evaluate_split` plays the levels; this module knows MAPF.
 
 Valid and optimal are the **verifier's** verdict on the plan each episode traced
 (`Validator.read`), not the environment's own bookkeeping; the environment's `valid` is kept as

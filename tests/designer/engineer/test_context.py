@@ -21,7 +21,7 @@ from designer.tasks.mapf.failures import mapf_failures
 from jaxenv.mapf import Capacity, MAPFFrozenLake
 from jaxenv.mapf.benchmark.validator import load_validator
 from policy.network import ActorCritic, init_params
-from policy.validation import validate
+from policy.split_eval import evaluate_split
 
 SPACE = MAPFFrozenLake(Capacity()).config_space
 FORBIDDEN_IN_T = re.compile(r"reward|learning rate|\blr\b|entropy|gamma|clip|hyperparam|loss",
@@ -33,7 +33,7 @@ def failures() -> Failures:
     net = ActorCritic(hidden=8)
     validator = load_validator("validation")
     params = init_params(net, validator.env, jax.random.PRNGKey(0))  # a random policy fails
-    v = validate(params, net, jax.random.PRNGKey(1), validator)
+    v = evaluate_split(params, net, jax.random.PRNGKey(1), validator)
     return mapf_failures(v, {"success_rate": 0.4, "cause_hole": 0.3, "cause_timeout": 0.3})
 
 

@@ -29,7 +29,7 @@ from designer.llm.replay import ReplayBackend  # noqa: E402
 from designer.tasks.mapf.failures import mapf_failures  # noqa: E402
 from jaxenv.mapf import Capacity, MAPFFrozenLake  # noqa: E402
 from jaxenv.mapf.benchmark.validator import load_validator  # noqa: E402
-from policy import ActorCritic, Hparams, make_train, validate  # noqa: E402
+from policy import ActorCritic, Hparams, evaluate_split, make_train  # noqa: E402
 from tests.helpers.tiny_llm import tiny_backend  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def context() -> Context:
                                       num_minibatches=2, pool_size=64))
     runner, metrics = tr.train_stage(tr.init(jax.random.PRNGKey(0)), space.to_config(
         space.default()), jax.random.PRNGKey(1))
-    val = validate(runner.params, net, jax.random.PRNGKey(2), load_validator("validation"))
+    val = evaluate_split(runner.params, net, jax.random.PRNGKey(2), load_validator("validation"))
     train = tr.summarize(metrics)
     hist = [HistoryEntry(stage=k, values=editable_values(space, space.default()),
                          summary=f"valid {k}%") for k in range(2)]

@@ -69,7 +69,7 @@ def world():
     from designer.tasks.mapf.failures import mapf_failures
     from jaxenv.mapf import Capacity, MAPFFrozenLake
     from jaxenv.mapf.benchmark.validator import load_validator
-    from policy import ActorCritic, Hparams, make_train, validate
+    from policy import ActorCritic, Hparams, evaluate_split, make_train
 
     env = MAPFFrozenLake(Capacity(max_size=10, max_agents=2))
     space = preset_space(env.config_space, "paper")
@@ -78,7 +78,7 @@ def world():
                                       num_minibatches=2, pool_size=32))
     runner, metrics = tr.train_stage(tr.init(jax.random.PRNGKey(0)),
                                      space.to_config(space.default()), jax.random.PRNGKey(1))
-    val = validate(runner.params, net, jax.random.PRNGKey(2), load_validator("validation"))
+    val = evaluate_split(runner.params, net, jax.random.PRNGKey(2), load_validator("validation"))
     train = tr.summarize(metrics)
     ctx = Context(stage=2, stages_total=6, env_steps_per_stage=512, env_steps_so_far=1536,
                   current=space.default(), space=space,

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from jaxenv.batching import select
 from jaxenv.mapf import Capacity, MAPFFrozenLake
-from jaxenv.mapf.env import CTG_MAX
 from jaxenv.mapf.level import Level
+from jaxenv.mapf.observe import CTG_MAX
 from tests.jaxenv.mapf.plain_mapf import MOVES, distances
 
 S, A = 7, 4

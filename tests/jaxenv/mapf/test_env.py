@@ -32,7 +32,7 @@ def test_reset_and_step_shapes_follow_gymnax():
     obs, state, reward, terminated, truncated, info = out
     assert reward.shape == (3,) and terminated.shape == () and truncated.shape == ()
     assert {"success", "failed", "cause", "final_observation"} <= set(info)
-    assert ENV.global_state(state).shape == (6, 6, 4)
+    assert ENV.observer.global_state(state).shape == (6, 6, 4)
     assert bool(ENV.observation_space(cfg).contains(obs))
     assert bool(ENV.action_space(cfg).contains(ENV.sample_actions(jax.random.key(2))))
 

@@ -83,11 +83,11 @@ def test_observations_equal_the_reference(cap, seed):
         x, y = getattr(obs, k), ref[k]
         assert x.shape == y.shape and x.dtype == y.dtype, k
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=k)
-    glob = jax.jit(jax.vmap(env.global_state))(state)
+    glob = jax.jit(jax.vmap(env.observer.global_state))(state)
     np.testing.assert_array_equal(np.asarray(glob),
                                   np.asarray(jax.vmap(lambda s: ref_global_state(env, s))(state)))
     if packable(env.cap.max_size, env.cap.view_radius):
-        packed = jax.jit(jax.vmap(env.packed_views))(state)
+        packed = jax.jit(jax.vmap(env.observer.packed_views))(state)
         v = 2 * env.cap.view_radius + 1
         assert packed.shape == (16, env.cap.max_agents, v, 4) and packed.dtype == jnp.uint32
         np.testing.assert_array_equal(np.asarray(unpack(packed)), np.asarray(ref["view"]))
@@ -95,7 +95,7 @@ def test_observations_equal_the_reference(cap, seed):
         rows_env = ROWS[cap]
         with_rows = state.replace(level=rows_env.prepare_levels(state.level))
         assert with_rows.level.rows.shape == (16, 2, env.cap.max_size)
-        np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(rows_env.packed_views))(
+        np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(rows_env.observer.packed_views))(
             with_rows)), np.asarray(packed))
 
 
@@ -126,7 +126,7 @@ def test_observations_of_played_states_equal_the_reference(rows):
         assert (state.level.rows is not None) == rows
         ref = jax.vmap(lambda s: ref_get_obs(env, s))(state)
         np.testing.assert_array_equal(np.asarray(obs.view), np.asarray(ref["view"]))
-        np.testing.assert_array_equal(np.asarray(unpack(jax.vmap(env.packed_views)(state))),
+        np.testing.assert_array_equal(np.asarray(unpack(jax.vmap(env.observer.packed_views)(state))),
                                       np.asarray(ref["view"]))
 
 
@@ -144,4 +144,4 @@ def test_packed_views_refuse_capacities_they_cannot_hold():
     env = ENVS[(34, 6, 4)]
     _, state = env.reset(jax.random.key(0), env.default_params)
     with pytest.raises(ValueError, match="packed views"):
-        env.packed_views(state)
+        env.observer.packed_views(state)

@@ -10,17 +10,19 @@ One stage (`train_stage(state, config, key)`):
 3. ``steps`` GRPO updates (tunix, LoRA by default) on prompts drawn from those levels, the
    paper's reward from the verifier; the LoRA model carries over from stage to stage.
 
-`validate(state, validator, key)`: a stratified subset of the split (``validation_per_cell`` /
-``heldout_per_cell`` instances per (agents, size) cell, in `designer.tasks.mapf.plans.evaluate`'s
-order when the builder passes its ``select``), one batched sampler call per ``eval_batch``
-prompts (greedy by default), every reply scored in one verifier call
-(`jaxenv.mapf.plans.verify_texts`, the scorer of `envengineer eval --llm`), and the task's own
-table: the same `Validation` the PPO trainee returns, so F, the report and `compare` read it
+`evaluate_split(state, validator, key)`: a stratified subset of the split
+(``validation_per_cell`` / ``heldout_per_cell`` instances per (agents, size) cell, in
+`designer.tasks.mapf.plans.evaluate`'s order when the builder passes its ``select``), one
+batched sampler call per ``eval_batch`` prompts (greedy by default), every reply scored in one
+verifier call (`jaxenv.mapf.plans.verify_texts`, the scorer of `envengineer eval --llm`), and
+the task's own table: the same `SplitEval` the PPO trainee returns, so F, the report and
+`compare` read it
 unchanged. Failure causes per instance come from the verifier's checks (conflict -> vertex,
 hole, out of bounds, anything else -> timeout: the plan never got everyone home).
 
-`evaluator(state, cfgs, key, n_per_config)`: verification. ``verify_levels`` fresh levels of each
-stacked candidate config, whole plans sampled for all of them in one batch, success = valid.
+`play_candidates(state, cfgs, key, n_per_config)`: verification. ``verify_levels`` fresh levels
+of each stacked candidate config, whole plans sampled for all of them in one batch, success =
+valid.
 
 Checkpoints (orbax, atomic like the PPO trainee's): the LoRA parameters, plus the base model's
 parameters when they change (warm start, or a full fine-tune), plus the counters.
@@ -42,7 +44,7 @@ from jaxenv.mapf.rules import CAUSES
 from policy import checkpoint
 from policy.evaluate import EvalResult
 from policy.llm.settings import LLMTraineeSettings
-from policy.validation import Validation
+from policy.split_eval import SplitEval
 
 Select = Callable[..., np.ndarray]  # (meta, per_cell=k, limit=n) -> positions into the split
 
@@ -231,8 +233,12 @@ class LLMTrainee:
             "samples": int(state.samples)})
         return state, out
 
-    # ---------------------------------------------------------------- protocol: validation
-    def validate(self, state: LLMState, validator: Any, key: jax.Array) -> Validation:
+    def summarize(self, metrics: dict[str, Any], where: str = "train_stage") -> dict[str, Any]:
+        """`train_stage`'s numbers are already plain: returned as they are."""
+        return metrics
+
+    # ---------------------------------------------------------------- protocol: frozen splits
+    def evaluate_split(self, state: LLMState, validator: Any, key: jax.Array) -> SplitEval:
         per_cell = (self.s.validation_per_cell if validator.split == "validation"
                     else self.s.heldout_per_cell)
         pos = np.asarray(self.select(validator.meta, per_cell=per_cell,
@@ -241,12 +247,12 @@ class LLMTrainee:
         meta = {k: np.asarray(v)[pos] for k, v in validator.meta.items()
                 if np.ndim(v) and len(v) == len(validator.meta["agents"])}
         texts = self._sample(state, self._prompts(state, levels), key)
-        return self.score(validator, levels, meta, texts)
+        return self.evaluate_replies(validator, levels, meta, texts)
 
     @staticmethod
-    def score(validator: Any, levels: Level, meta: dict[str, Any],
-              texts: list[Any]) -> Validation:
-        """The `Validation` of replies ``texts`` to ``levels`` (rows ``meta`` of the split)."""
+    def evaluate_replies(validator: Any, levels: Level, meta: dict[str, Any],
+                         texts: list[Any]) -> SplitEval:
+        """The `SplitEval` of replies ``texts`` to ``levels`` (rows ``meta`` of the split)."""
         from jaxenv.mapf.benchmark.report import make_table
         from jaxenv.mapf.plans.verify import verify_texts
 
@@ -261,11 +267,11 @@ class LLMTrainee:
                      "size": np.asarray(meta["size"]), "agents": np.asarray(meta["agents"])},
             outcome=causes_from_checks(valid, checks), steps=np.zeros(len(texts), np.int32),
             outcome_names=CAUSES)
-        return Validation(split=validator.split, table=table, result=result, meta=meta)
+        return SplitEval(split=validator.split, table=table, result=result, meta=meta)
 
     # ---------------------------------------------------------------- protocol: verification
-    def evaluator(self, state: LLMState, cfgs: Any, key: jax.Array, *,
-                  n_per_config: int) -> EvalResult:
+    def play_candidates(self, state: LLMState, cfgs: Any, key: jax.Array, *,
+                        n_per_config: int) -> EvalResult:
         """``n_per_config`` fresh levels of each stacked config [k], planned by the trainee
         (config-major order, like `policy.evaluate.Evaluator`); ``valid`` is success."""
         from jaxenv.mapf.generator import generate_many

@@ -27,7 +27,7 @@ from jaxenv.mapf.plans.episodes import verify_episodes
 from jaxenv.mapf.replay import plan_actions, replay
 from policy.evaluate import evaluator_for
 from policy.network import ActorCritic, init_params
-from policy.validation import validate
+from policy.split_eval import evaluate_split
 
 ENV = MAPFFrozenLake(Capacity(max_size=10, max_agents=5, max_steps=128))
 
@@ -86,17 +86,17 @@ def test_validation_reads_valid_and_optimal_from_the_verifier():
     net = ActorCritic(hidden=8)
     validator = load_validator("validation")
     params = init_params(net, validator.env, jax.random.PRNGKey(0))
-    v = validate(params, net, jax.random.PRNGKey(1), validator, mode="sample")
+    v = evaluate_split(params, net, jax.random.PRNGKey(1), validator, mode="sample")
     r = v.result
     assert {"env_valid", "disagree"} <= set(r.metrics)
     assert not r.disagree.any()
     np.testing.assert_array_equal(r.valid, r.env_valid)
     with pytest.raises(ValueError, match="record=True"):
-        validate(params, net, jax.random.PRNGKey(1), validator, record=False)
+        evaluate_split(params, net, jax.random.PRNGKey(1), validator, record=False)
     # Another rule is another value of a traced argument: played, verified, not recompiled.
     space = validator.env.config_space
     freeze = space.to_config(dict(space.default(), goal_rule="freeze"))
     compiled = evaluator_for(validator.env, net, True)._levels._cache_size()
-    f = validate(params, net, jax.random.PRNGKey(1), validator, mode="sample", cfg=freeze)
+    f = evaluate_split(params, net, jax.random.PRNGKey(1), validator, mode="sample", cfg=freeze)
     assert not f.result.disagree.any()
     assert evaluator_for(validator.env, net, True)._levels._cache_size() == compiled
