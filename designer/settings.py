@@ -96,7 +96,7 @@ def _exists(path: str, file: bool = False) -> bool:
         return False
 
 
-def _shared(target: Any, source: BaseModel, **derived: Any) -> Any:
+def shared(target: Any, source: BaseModel, **derived: Any) -> Any:
     """`target` (a dataclass) built from the fields of `source` it shares by name, and
     `derived` (the fields a run computes)."""
     names = {f.name for f in dataclasses.fields(target)}
@@ -126,9 +126,9 @@ class CapacitySettings(Strict):
                            "view rank above them (a lower slot index), so that two agents "
                            "contending for a cell can learn who yields "
                            "(jaxenv.mapf.Capacity.priority).", json_schema_extra=flag("priority"))
-    # On by default (where the cost-to-go is): on the validation split it raised the loop's
-    # chosen-stage score (valid % + optimal %) from 67.7 to 87.5 over seeds 0-4
-    # (docs/trainee.md, "Agents that see where the others are headed").
+    # On by default (where the cost-to-go is): it raised the loop's chosen-stage score on the
+    # validation split (docs/experiments/trainee.md, "Agents that see where the others are
+    # headed").
     intent: bool = Field(True, description="MAPF agents also observe where the other agents in "
                          "their view are headed (the cell of each one's distance-shortening "
                          "move; needs cost_to_go, and is off by default where that is off; "
@@ -148,11 +148,10 @@ class CapacitySettings(Strict):
             raise ValueError("intent needs cost_to_go on (it reads the same distances)")
         return self
 
-    def build(self) -> Any:
-        """The MAPF environment's `jaxenv.mapf.Capacity` (the fields it shares by name)."""
-        from jaxenv.mapf import Capacity
-
-        return _shared(Capacity, self)
+    def build(self, capacity: type) -> Any:
+        """The MAPF environment's `capacity` (`jaxenv.mapf.Capacity`, handed in by the MAPF
+        task) from the fields it shares by name."""
+        return shared(capacity, self)
 
 
 class TraineeSettings(Strict):
@@ -195,11 +194,9 @@ class TraineeSettings(Strict):
         "environment's position units); None: the whole episode.")
     gamma: float = Field(0.99, gt=0, le=1, description="Discount of the PPO returns.",
                          json_schema_extra=flag("gamma"))
-    # 0.99 against PPO's usual 0.95 (which the control families keep): MAPF pays the
-    # verifier's cost once, on success, after up to 128 steps, and the longer look-ahead
-    # raised the validation score (valid % + optimal %) from 66.6 to 67.7 over seeds 0-4,
-    # valid % at 4 / 5 agents by 1.5 each; on the held-out split optimal % rose and valid %
-    # stayed level (compare_v7; docs/trainee.md, "GAE's lambda and the batch").
+    # Longer than PPO's usual 0.95 (which the control families keep): MAPF pays the
+    # verifier's cost once, on success, at the end of the episode, and the longer look-ahead
+    # raised the validation score (docs/experiments/trainee.md, "GAE's lambda and the batch").
     gae_lambda: float = Field(0.99, ge=0, le=1, description="GAE's lambda: how far the "
                               "advantage looks ahead before it trusts the critic (1: Monte "
                               "Carlo returns, 0: one-step TD).",
@@ -229,13 +226,13 @@ class TraineeSettings(Strict):
         from policy.ppo import Hparams
 
         anneal = stages * num_updates if self.lr_schedule == "linear" else 0
-        return _shared(Hparams, self, num_updates=num_updates, anneal_updates=anneal)
+        return shared(Hparams, self, num_updates=num_updates, anneal_updates=anneal)
 
     def network(self, num_actions: int, action_dim: int = 0) -> Any:
         """The `policy.network.ActorCritic` for an environment's action space."""
         from policy.network import ActorCritic
 
-        return _shared(ActorCritic, self, num_actions=num_actions, action_dim=action_dim)
+        return shared(ActorCritic, self, num_actions=num_actions, action_dim=action_dim)
 
 
 class TaskSettings(Strict):
@@ -248,7 +245,7 @@ class TaskSettings(Strict):
     success_reward: float = Field(1.0, ge=0, le=10, description="Team reward on success.")
     shaping: float = Field(0.0, ge=0, le=1, description="Reward per cell of progress.")
     # The cost weights' defaults won the ablation on the validation split
-    # (benchmarks/results/trainee_ablation.json): optimal % up at 3 and 4 agents.
+    # (docs/experiments/trainee.md, "Ablation").
     soc_cost: float = Field(0.02, ge=0, le=1, description="Weight of the verifier's sum of "
                             "costs, paid on success (each agent its own cost).",
                             json_schema_extra=flag("soc-cost"))

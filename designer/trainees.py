@@ -19,10 +19,11 @@ def build_trainee(settings: Any, env: Any) -> tuple[Any, Any]:
 
 
 def _ppo(settings: Any, task: Any, processes: Any) -> Trainee:
+    from policy.distributed import distribute
     from policy.ppo import make_train
 
     hp, network = build_trainee(settings, task.env)
-    return make_train(task.env, network, hp, eval_cfg=task.eval_cfg, processes=processes)
+    return distribute(make_train(task.env, network, hp, eval_cfg=task.eval_cfg), processes)
 
 
 def _llm(settings: Any, task: Any, processes: Any) -> Trainee:

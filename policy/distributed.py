@@ -291,6 +291,16 @@ def _key_data(key: jax.Array) -> jax.Array:
                                                              jax.dtypes.prng_key) else key
 
 
+def distribute(trainee: PPOTrainee, processes: Any) -> PPOTrainee:
+    """`trainee` whose `train_stage` runs over every process's devices (with more than one of
+    `processes`) and hands its result back local; else `trainee` itself."""
+    if processes is None or processes.count <= 1:
+        return trainee
+    run = make_distributed_stage(trainee)
+    return trainee._replace(train_stage=lambda runner, cfgs, key: to_local(run(runner, cfgs,
+                                                                                 key)))
+
+
 def make_distributed_stage(trainee: PPOTrainee,
                            devices: Sequence[jax.Device] | None = None, *,
                            check_inputs: bool = True) -> Callable[..., tuple[RunnerState, dict]]:

@@ -151,13 +151,12 @@ class PPOTrainee(NamedTuple):
         return checkpoint.restore(directory, runner)
 
 
-def make_train(env: Any, network: ActorCritic, hparams: Hparams, *, eval_cfg: Any = None,
-               processes: Any = None) -> PPOTrainee:
+def make_train(env: Any, network: ActorCritic, hparams: Hparams, *,
+               eval_cfg: Any = None) -> PPOTrainee:
     """The `PPOTrainee` for `env` (a jaxenv env, or any gymnax env, discrete or continuous).
 
-    `eval_cfg`: the config `evaluate_split` plays frozen splits under (default: the env's). With
-    more than one of `processes` (`policy.distributed`), `train_stage` runs over every
-    process's devices and its result comes back local."""
+    `eval_cfg`: the config `evaluate_split` plays frozen splits under (default: the env's).
+    One job over many processes: `policy.distributed.distribute(trainee, processes)`."""
     env = multi_agent(env)
     action_dim = getattr(env, "action_dim", 0)
     if network.action_dim != action_dim:
@@ -251,19 +250,12 @@ def make_train(env: Any, network: ActorCritic, hparams: Hparams, *, eval_cfg: An
     def split(runner: RunnerState, validator: Any, key: jax.Array) -> SplitEval:
         return evaluate_split(runner.params, network, key, validator, cfg=eval_cfg)
 
-    trainee = PPOTrainee(
+    return PPOTrainee(
         init=jax.jit(init), train_stage=jax.jit(stage),
         train_seeds=jax.jit(jax.vmap(stage, in_axes=(0, None, 0))), stage=stage,
         summarize=summarize, evaluate=Evaluator(env, network),
         play_candidates=Evaluator(env, network, record=False), evaluate_split=split, env=env,
         network=network, hparams=hp)
-    if processes is None or processes.count <= 1:
-        return trainee
-    from policy.distributed import make_distributed_stage, to_local
-
-    run = make_distributed_stage(trainee)
-    return trainee._replace(train_stage=lambda runner, cfgs, key: to_local(run(runner, cfgs,
-                                                                                 key)))
 
 
 def summarize_metrics(metrics: dict[str, Any], outcomes: tuple[str, ...]) -> dict[str, float]:

@@ -14,10 +14,9 @@ the current policy (`policy.evaluate.Evaluator`, greedy, inside the same jit; or
   levels of a distribution solved, others not), but on a control family it is all-or-nothing
   per distribution (a policy balances every variant near its training range or none), so every
   candidate scores 0.0 or 1.0, none lies inside [floor, ceiling] and the loop keeps its config
-  forever (benchmarks/results/compare_brax_inverted_pendulum: rules = mutate = fixed, bit for
-  bit). The normalised return still moves when success does not (a pole held 300 of 1,000
-  steps scores 0.3), so the window and p(1 - p) see how hard a candidate is. The default comes
-  from the task (`designer.tasks.VERIFY_DEFAULTS`: `return` for the control families,
+  forever (docs/experiments/families.md). The normalised return still moves when success does
+  not (a pole held 300 of 1,000 steps scores 0.3), so the window and p(1 - p) see how hard a
+  candidate is. The default comes from the task (`designer.tasks.VERIFY_DEFAULTS`: `return` for the control families,
   `success` for MAPF, whose choices stay as they were);
 - normalized_return: the mean normalised return where the env reports one (else None),
   recorded whatever the signal;

@@ -54,8 +54,7 @@ def cache_dir() -> Path:
 
 def default_threads() -> int:
     """Half the cores: decoding a small model runs tiny matrix products, and torch's thread
-    pool collapses when it competes for every core (with JAX, or another job: 10x slower
-    at 2 threads than at 1 on a busy 2-core machine)."""
+    pool collapses when it competes for every core (with JAX, or another job)."""
     return max(1, (os.cpu_count() or 2) // 2)
 
 

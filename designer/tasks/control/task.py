@@ -40,8 +40,8 @@ BRAX_DEFAULTS: dict[str, Any] = {
 # Verification on the graded signal (`designer.run.scoring`): a control family's success is
 # all-or-nothing per distribution (a policy balances every variant near its training range or
 # none), so on success every candidate scored 0.0 or 1.0, none fell inside [floor, ceiling] and
-# rules and mutate kept round 0's config forever (benchmarks/results/
-# compare_brax_inverted_pendulum); the mean normalised return stays graded (docs/families.md).
+# rules and mutate kept round 0's config forever; the mean normalised return stays graded
+# (docs/families.md).
 VERIFY_DEFAULTS: dict[str, Any] = {"signal": "return"}
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from designer.tasks.base import CauseRule, Curriculum, Task
 from designer.tasks.mapf.failures import mapf_failures
-from jaxenv.mapf import MAPFFrozenLake
+from jaxenv.mapf import Capacity, MAPFFrozenLake
 from jaxenv.mapf.benchmark import format_markdown
 from jaxenv.mapf.benchmark.heldout import AGENT_SIZES
 from jaxenv.mapf.benchmark.validator import load_validator
@@ -46,7 +46,7 @@ def mapf_task(settings: Any) -> Task:
     from designer.engineer.edits import preset_space
 
     cap = settings.capacity
-    env = MAPFFrozenLake(cap.build())
+    env = MAPFFrozenLake(cap.build(Capacity))
     space = preset_space(env.config_space, settings.preset)
     space = space.with_editable(space.editable_names(), pin=settings.task.pins())
     # the frozen splits are seen as the trainee sees them (all but the training-only shapes)
