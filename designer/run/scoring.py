@@ -16,8 +16,8 @@ the current policy (`policy.evaluate.Evaluator`, greedy, inside the same jit; or
   candidate scores 0.0 or 1.0, none lies inside [floor, ceiling] and the loop keeps its config
   forever (docs/experiments/families.md). The normalised return still moves when success does
   not (a pole held 300 of 1,000 steps scores 0.3), so the window and p(1 - p) see how hard a
-  candidate is. The default comes from the task (`designer.tasks.VERIFY_DEFAULTS`: `return` for the control families,
-  `success` for MAPF, whose choices stay as they were);
+  candidate is. The default comes from the task (`designer.tasks.VERIFY_DEFAULTS`: `return`
+  for the control families, `success` for MAPF, whose choices stay as they were);
 - normalized_return: the mean normalised return where the env reports one (else None),
   recorded whatever the signal;
 - learnability p(1 - p): highest where the policy succeeds about half the time (or, graded,
