@@ -48,8 +48,8 @@ EOF
 gpu_tests() {
   step "$1" pytest-gpu env JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false \
     "$PY" -m pytest -q -n 4 -p no:cacheprovider --timeout "$(($1 - 10))" \
-    tests/test_env.py tests/test_env_differential.py tests/test_rules.py tests/test_obs.py \
-    tests/test_plan_semantics.py tests/test_verify.py tests/test_wrappers.py tests/test_families.py
+    tests/jaxenv/mapf/test_env.py tests/jaxenv/mapf/test_env_differential.py tests/jaxenv/mapf/test_rules.py tests/jaxenv/mapf/test_obs.py \
+    tests/jaxenv/mapf/plans/test_plan_semantics.py tests/designer/run/test_verify.py tests/jaxenv/test_wrappers.py tests/jaxenv/control/test_families.py
 }
 if [ "$MODE" = quick ]; then
   gpu_tests 170

@@ -6,7 +6,7 @@ features once per step: agent i attends over the agents j of its episode (`agent
 included, so an agent alone still has a defined output), with the relative position
 `pos_j - pos_i` added to keys and values when the environment provides `AgentObs.pos`.
 
-Properties the tests check (`tests/test_mixer.py`):
+Properties the tests check (`tests/policy/test_mixer.py`):
 - permutation equivariance: shuffling the agent slots shuffles the outputs the same way;
 - empty slots (agent_mask False) change nothing: a policy trained with 2 agents runs on 5;
 - with `radius`, agents farther apart than `radius` (Chebyshev, in `pos` units) never see each

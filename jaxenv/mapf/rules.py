@@ -81,7 +81,7 @@ def _conflicts(pos_id: jax.Array, tgt_id: jax.Array, active: jax.Array,
     A vertex conflict is a target shared with another active agent; an edge conflict is a
     move into the cell of an agent that moves into ours. Few agents compare all pairs
     (O(A^2), vectorises well under vmap); many agents use the grid (O(cells + A) scatters).
-    Both give the same answer (tests/test_rules.py).
+    Both give the same answer (tests/jaxenv/mapf/test_rules.py).
     """
     if pos_id.shape[0] ** 2 <= (s + 2) ** 2:
         return _pair_conflicts(pos_id, tgt_id, active)

@@ -18,7 +18,7 @@ so no ratio clipping is needed.
 The n replies share one prompt (the F/G/H/T context, ~1,600 tokens against replies of ~300), so
 every pass runs the prompt once and the completions attend to its keys and values
 (``tunix_adapter.shared_prompt_logits``, the GRPO trainee's prompt groups): the same numbers as
-n full passes (``tests/test_engineer_rl.py``), for a fraction of the work.
+n full passes (``tests/policy/llm/test_engineer_rl.py``), for a fraction of the work.
 
 The adapter (the LoRA parameters, float32, plus rank and alpha) is saved as one safetensors
 file (``save_adapter``; atomic) and loaded back into a learner of the same model

@@ -26,7 +26,7 @@ Not a trap but a cost, mended here for the same reason (one place that patches t
    ``logits_where_read()`` gives ``Llama3.__call__`` tunix's own ``decode_only_last_token``
    switch (its sampler passes it on prefill when the model accepts it) and, inside
    ``tunix.rl.common.compute_per_token_logps``, projects only the last ``completion + 1``
-   positions, the ones it slices; the returned log-probs are the same (``tests/test_grpo.py``).
+   positions, the ones it slices; the returned log-probs are the same (``tests/policy/llm/test_grpo.py``).
 
 7. One prompt forward per group (Llama family): GRPO's reference and policy passes run every
    completion of a group with its own copy of the group's prompt, so on the CPU preset (a
@@ -34,7 +34,7 @@ Not a trap but a cost, mended here for the same reason (one place that patches t
    prompt. Inside ``prompt_groups(G)`` (``policy.llm.grpo`` wraps its training in it) each
    layer runs the prompt once per group into a KV cache that the group's completions attend
    to, as tunix's own decoding does; gradients flow through both. Same log-probs, logits and
-   gradients as the full pass (``tests/test_grpo.py``).
+   gradients as the full pass (``tests/policy/llm/test_grpo.py``).
 
 Also here: ``model_config`` (a transformers ``config.json`` -> the tunix ``ModelConfig`` of
 the family its ``model_type`` names: ``FAMILIES``, "llama" -> ``tunix.models.llama3``, "qwen3"
@@ -232,7 +232,7 @@ def _shared_prompt_tail(model: Any, tokens: Any, positions: Any, mask: Any, prom
     with each group's prompt run once: per layer, the prompt rows of the group's first member
     fill a KV cache (batch B / group), which is repeated to the group's rows, and the
     completion positions attend to it, as tunix's decoding does. The same numbers as the
-    full forward, up to float summation order (``tests/test_grpo.py``)."""
+    full forward, up to float summation order (``tests/policy/llm/test_grpo.py``)."""
     import jax.numpy as jnp
 
     b, t = tokens.shape
