@@ -234,10 +234,15 @@ def test_cli_refuses_a_flipped_checkpoint_bit_in_one_line(run, tmp_path, capsys)
 
 
 def test_report_of_one_run_given_twice_counts_it_once(run, tmp_path, capsys):
+    """The command refuses a folder named twice; the library reports it once, with a note;
+    two copies of one run are refused by both."""
     from designer.cli import main
+    from designer.report import write_report
 
     root = run[0]
-    assert main(["report", str(root), str(root) + "/", "--out", str(tmp_path / "r")]) == 0
+    assert main(["report", str(root), str(root) + "/", "--out", str(tmp_path / "r0")]) == 2
+    assert "named twice" in capsys.readouterr().err
+    write_report([root, str(root) + "/"], tmp_path / "r")
     assert "same run folder" in capsys.readouterr().err
     assert "1 run(s)" in (tmp_path / "r" / "report.md").read_text()
     twin = tmp_path / "twin"
