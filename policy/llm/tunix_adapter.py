@@ -26,7 +26,8 @@ Not a trap but a cost, mended here for the same reason (one place that patches t
    ``logits_where_read()`` gives ``Llama3.__call__`` tunix's own ``decode_only_last_token``
    switch (its sampler passes it on prefill when the model accepts it) and, inside
    ``tunix.rl.common.compute_per_token_logps``, projects only the last ``completion + 1``
-   positions, the ones it slices; the returned log-probs are the same (``tests/policy/llm/test_grpo.py``).
+   positions, the ones it slices; the returned log-probs are the same
+   (``tests/policy/llm/test_grpo.py``).
 
 7. One prompt forward per group (Llama family): GRPO's reference and policy passes run every
    completion of a group with its own copy of the group's prompt, so on the CPU preset (a
