@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import json
 import logging
-import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +43,7 @@ from designer.engineer.context import Context, ContextBuilder, HistoryEntry, edi
 from designer.engineer.engineers import make_engineer
 from designer.engineer.sampling import random_values
 from designer.run.folder import SELECTED, RunCorrupt, RunFolder
+from designer.run.provenance import broadcast_values, budget, budget_line, git_commit, versions
 from designer.run.scoring import CandidateScorer
 from designer.run.selection import select_stage
 from designer.settings import RunSettings, upgrade_saved
@@ -70,70 +69,9 @@ def round0_values(space: Any, seed: int) -> dict[str, Any]:
     return random_values(space, np.random.default_rng([seed, 0x0]))
 
 
-def broadcast_values(values: dict[str, Any], size: int = 1 << 16) -> dict[str, Any]:
-    """Process 0's config values on every process (JSON bytes in a fixed-size buffer)."""
-    from jax.experimental import multihost_utils
-
-    blob = json.dumps(values).encode()
-    if len(blob) > size:
-        raise ValueError(f"a config of {len(blob)} bytes does not fit the broadcast buffer")
-    buf = np.zeros(size + 4, np.uint8)
-    buf[:4] = np.frombuffer(np.uint32(len(blob)).tobytes(), np.uint8)
-    buf[4:4 + len(blob)] = np.frombuffer(blob, np.uint8)
-    got = np.asarray(multihost_utils.broadcast_one_to_all(buf))
-    n = int(np.frombuffer(got[:4].tobytes(), np.uint32)[0])
-    return json.loads(got[4:4 + n].tobytes().decode())
-
-
-def budget(settings: RunSettings, trainee: Any) -> dict[str, Any]:
-    """The training budget per stage: the env steps asked for (`stage_steps`), those a stage
-    trains (`trainee.steps_per_stage`) and, where they differ, why."""
-    ran, asked = int(trainee.steps_per_stage), int(settings.stage_steps)
-    why, kind = None, getattr(trainee, "kind", None)
-    if ran != asked:
-        why = "the trainee's own budget per stage"
-        if kind == "ppo":
-            t = settings.trainee
-            why = (f"rounded to whole PPO updates: {settings.num_updates} x ({t.num_envs} envs "
-                   f"x {t.num_steps} steps)")
-        elif kind == "llm":
-            m = settings.llm
-            why = (f"the LLM trainee samples {m.steps} GRPO updates x {m.prompts_per_step} "
-                   f"prompts x {m.group} replies a stage (its `llm` settings; --stage-steps "
-                   "is the PPO trainee's)")
-    return {"stage_steps_asked": asked, "stage_steps": ran, "why": why}
-
-
-def budget_line(b: dict[str, Any]) -> str | None:
-    """One line saying that a stage trains other than the asked steps, and why; else None."""
-    if b.get("why") is None:
-        return None
-    return (f"each stage trains {b['stage_steps']:,} env steps, not the {b['stage_steps_asked']:,} "
-            f"asked for: {b['why']}")
-
-
 def warn(message: str) -> None:
     """The loop's default console note: one line on stderr."""
     print(f"note: {message}", file=sys.stderr, flush=True)
-
-
-def versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    out = {"python": platform.python_version()}
-    for pkg in ("jax", "jaxlib", "flax", "optax", "gymnax", "numpy", "envengineer",
-                "transformers", "outlines", "torch"):
-        with suppress(md.PackageNotFoundError):
-            out[pkg] = md.version(pkg)
-    return out
-
-
-def git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 class ClosedLoop:

@@ -29,7 +29,7 @@ class Run:
     heldout: list[dict[str, Any] | None]  # held-out table of each stage (None if skipped)
     validation: list[dict[str, Any]]
     selected: dict[str, Any] | None = None  # selected.json (a finished run's chosen stage)
-    budget: dict[str, Any] | None = None  # run.json's budget (`designer.run.loop.budget`)
+    budget: dict[str, Any] | None = None  # run.json's budget (`designer.run.provenance.budget`)
 
     @property
     def label(self) -> str:
