@@ -16,10 +16,11 @@ Decoding is constrained by outlines: `outlines.Generator(outlines.from_transform
 outlines.types.JsonSchema(schema))` compiles the reply's JSON schema into a logits processor
 (cached per schema), which this backend hands to `generate` itself so that it sees the token
 ids: exact token counts, and whether a reply ended or was cut by `max_tokens` or the time
-limit. The prompt is the model's chat template applied to the messages. `n` replies come from
-one batched call (`num_return_sequences`) sampled with `seed`.
+limit. The prompt is the model's chat template applied to the messages; it runs through the
+model once, and its key/value cache is shared by the `n` replies, sampled in one batch with
+`seed`.
 
-torch gets `threads` threads (default: half the cores, `policy.llm.models.default_threads`). Limits:
+torch gets `threads` threads (default: `policy.llm.models.default_threads`). Limits:
 `timeout_s` is transformers' `max_time` (a reply cut by it says so in its error);
 engine errors (`RuntimeError`, e.g. out of memory) are retried `attempts` times with backoff,
 then raise `BackendError`, as does a missing model or library.
@@ -100,10 +101,12 @@ class TransformersBackend(LocalDecoder):
             if processor is not None:
                 processor.reset()
             with torch.inference_mode():
+                batch, cache = self._prefill(inputs, n)
                 return self.lm.generate(
-                    input_ids=inputs, attention_mask=torch.ones_like(inputs),
+                    input_ids=batch, attention_mask=torch.ones_like(batch),
+                    past_key_values=cache,
                     max_new_tokens=max_tokens, do_sample=True, temperature=self.temperature,
-                    top_p=self.top_p, top_k=0, num_return_sequences=n,
+                    top_p=self.top_p, top_k=0,
                     logits_processor=LogitsProcessorList([processor] if processor else []),
                     max_time=self.timeout_s, eos_token_id=self._eos, pad_token_id=self._pad)
 
@@ -124,6 +127,24 @@ class TransformersBackend(LocalDecoder):
                                       completion_tokens=len(used) + int(ended), latency_s=dt,
                                       backend=self.name, model=self.model, cut=cut))
         return replies
+
+    def _prefill(self, inputs: Any, n: int) -> tuple[Any, Any]:
+        """The prompt repeated `n` times and its key/value cache, computed once and shared.
+
+        `num_return_sequences=n` would run the prompt through the model `n` times; the prompt
+        is most of a reply's cost on a CPU, so it runs once (all tokens but the last, which
+        `generate` feeds itself) and its cache is repeated for the `n` samples.
+        """
+        from transformers import DynamicCache
+
+        batch = inputs.expand(n, -1).contiguous()
+        if inputs.shape[1] < 2:
+            return batch, None
+        cache = DynamicCache()
+        self.lm(input_ids=inputs[:, :-1], past_key_values=cache, use_cache=True)
+        if n > 1:
+            cache.batch_repeat_interleave(n)
+        return batch, cache
 
 
 def _until_eos(row: list[int], eos: int | None) -> tuple[list[int], bool]:

@@ -81,6 +81,20 @@ def test_without_the_grammar_the_same_model_writes_no_edit(tiny) -> None:
     assert all(r.error is None for r in replies)  # free text is no error
 
 
+def test_the_shared_prompt_cache_gives_each_reply_the_full_prompts_logits(tiny) -> None:
+    """The prompt runs once and its cache is repeated for the n replies: the next-token logits
+    of every copy equal those of the model fed the whole prompt on its own."""
+    ids = torch.tensor([tiny.prompt_ids(messages(2))])
+    with torch.inference_mode():
+        batch, cache = tiny._prefill(ids, 3)
+        shared = tiny.lm(input_ids=batch[:, -1:], past_key_values=cache).logits[:, -1]
+        alone = tiny.lm(input_ids=ids).logits[:, -1]
+    assert batch.shape == (3, ids.shape[1])
+    assert torch.allclose(shared, alone.expand(3, -1), atol=1e-5)
+    _, no_cache = tiny._prefill(ids[:, :1], 3)  # a one-token prompt has nothing to cache
+    assert no_cache is None
+
+
 def test_same_seed_same_replies_and_cut_replies_say_so(tiny) -> None:
     a = tiny.generate(messages(1), SCHEMA, n=4, max_tokens=1500, seed=3)
     b = tiny.generate(messages(1), SCHEMA, n=4, max_tokens=1500, seed=3)
