@@ -135,6 +135,8 @@ class TraineeSettings(Strict):
         "policy instead of moving it; a run resumed with more stages stays at 0 past the plan.",
         json_schema_extra=flag("lr-schedule", legacy="constant"))
     ent_coef: float = Field(0.01, ge=0, le=1, description="Entropy bonus.")
+    vf_coef: float = Field(0.5, ge=0, le=10, description="Weight of the value loss in PPO's "
+                           "loss.", json_schema_extra=flag("vf-coef", legacy=0.5))
     hidden: int = Field(32, ge=4, le=4096, description="Width of the actor-critic.",
                         json_schema_extra=flag("hidden"))
     critic: Literal["ippo", "mappo"] = Field("ippo", description="Independent or central critic.",
