@@ -27,8 +27,7 @@ from jaxenv.mapf.benchmark.report import Table, make_table
 from jaxenv.mapf.config import Capacity
 from jaxenv.mapf.env import MAPFFrozenLake
 from jaxenv.mapf.level import Level
-from jaxenv.mapf.plans.episodes import verify_episodes
-from jaxenv.mapf.plans.verify import CHECKS
+from jaxenv.mapf.plans.verify import CHECKS, verify_episodes
 from jaxenv.mapf.rules import CAUSES
 
 # Episode ending -> the whole-plan check it fails. Every failed episode also misses
