@@ -2,58 +2,47 @@
 
 `RunSettings` is what `envengineer run` builds from its flags (and what a sweep's SPEC
 overrides): the engineer and its LLM backend, the context modules, the preset of editable
-knobs, the budget (stages x env steps per stage, the same for every engineer), the seed, the
-trainee's capacity and hyperparameters, and the verification's size and choice rule.
+knobs, the budget (stages x env steps per stage, the same for every engineer), the seed, and
+the blocks of `designer.stage_settings` (the trainee's capacity and hyperparameters, MAPF's
+pinned rules, the verification's size and choice rule, the engineer's learning).
 
-One source per setting: a field here carries its default, bounds, description and (`flag`)
-its command-line flag, which `designer.cli.flags` generates; `CapacitySettings.build` and
-`TraineeSettings.hparams` / `.network` build the environment's capacity, the PPO
-hyperparameters and the network from the fields they share by name. Unknown keys and
-out-of-range values fail with a pydantic error naming the field; the bounds keep every seed,
-budget and batch inside what the jitted programs count without overflow. Runs saved before an
-option existed are read through `migrate`.
+One source per setting: a field carries its default, bounds, description and metadata
+(`designer.stage_settings.flag`: its flag, what it needs, the value runs saved before it had).
+Unknown keys and out-of-range values fail with a pydantic error naming the field; the bounds
+keep every seed, budget and batch inside what the jitted programs count without overflow.
+Runs saved before an option existed are read through `migrate`.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import typing
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from designer.engineer.context import parse_modules
 from designer.engineer.engineers import NAMES as ENGINEERS
 from designer.llm import NAMES as BACKENDS
-from designer.run.scoring import SIGNALS
 from designer.run.selection import SELECT
+from designer.stage_settings import (
+    INT32_MAX,
+    SEED_LIMIT,
+    CapacitySettings,
+    LearnSettings,
+    Strict,
+    TaskSettings,
+    TraineeSettings,
+    VerifySettings,
+    flag,
+    metadata,
+)
 from designer.trainees import NAMES as TRAINEES
 from policy.llm.settings import LLMTraineeSettings
 
 # The LLM trainee's CPU preset: maps of 3x3 and 4x4 (the first config is drawn over them).
 LLM_CAPACITY = {"max_size": 4, "max_agents": 2}
-SEED_LIMIT = 2**31  # seeds are below this: jax.random.PRNGKey and numpy take them as they are
-INT32_MAX = 2**31 - 1  # counts the jitted programs hold (a batch, PPO updates in a run)
-
-
-def flag(name: str, *, switch: bool = False) -> dict[str, Any]:
-    """A field's metadata (`json_schema_extra`): `envengineer run --NAME` sets it; `switch`: a
-    flag without a value that turns the field on."""
-    return {"flag": name, "switch": switch}
-
-
-# Options added after runs were saved, with the value those runs had: a saved run.json that
-# lacks one ran without it (resuming, comparing or re-evaluating it must rebuild that trainee).
-# A key of None is a top-level setting.
-ADDED_SINCE: dict[tuple[str | None, str], Any] = {("capacity", "cost_to_go"): False,
-                                                  ("capacity", "priority"): False,
-                                                  ("capacity", "intent"): False,
-                                                  ("trainee", "lr_schedule"): "constant",
-                                                  ("trainee", "gae_lambda"): 0.95,
-                                                  ("trainee", "clip_eps"): 0.2,
-                                                  (None, "select"): "last"}
-
 
 # The blocks only some runs carry: block -> (the setting that tags it, the value it needs).
 # Elsewhere the block is None: a control run has no MAPF capacity or rules, a PPO run no LLM
@@ -94,207 +83,6 @@ def _exists(path: str, file: bool = False) -> bool:
         return Path(path).is_file() if file else Path(path).exists()
     except (OSError, ValueError):
         return False
-
-
-def shared(target: Any, source: BaseModel, **derived: Any) -> Any:
-    """`target` (a dataclass) built from the fields of `source` it shares by name, and
-    `derived` (the fields a run computes)."""
-    names = {f.name for f in dataclasses.fields(target)}
-    return target(**{k: getattr(source, k) for k in type(source).model_fields if k in names},
-                  **derived)
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class CapacitySettings(Strict):
-    max_size: int = Field(10, ge=3, le=32, description="Largest map side (static).",
-                          json_schema_extra=flag("max-size"))
-    max_agents: int = Field(2, ge=1, le=64, description="Agent slots in training (static).",
-                            json_schema_extra=flag("max-agents"))
-    view_radius: int = Field(3, ge=0, le=8, description="Radius of each agent's local view.",
-                             json_schema_extra=flag("view-radius"))
-    max_steps: int = Field(128, ge=1, le=4096, description="Longest episode (static).",
-                           json_schema_extra=flag("max-steps"))
-    # On by default: it won the trainee ablation on the validation split (docs/trainee.md).
-    cost_to_go: bool = Field(True, description="MAPF agents also observe their shortest-path "
-                             "distance to their goal and which moves shorten it (a BFS per "
-                             "level, jaxenv.mapf.Capacity.cost_to_go).",
-                             json_schema_extra=flag("cost-to-go"))
-    priority: bool = Field(False, description="MAPF agents also observe which agents in their "
-                           "view rank above them (a lower slot index), so that two agents "
-                           "contending for a cell can learn who yields "
-                           "(jaxenv.mapf.Capacity.priority).", json_schema_extra=flag("priority"))
-    # On by default (where the cost-to-go is): it raised the loop's chosen-stage score on the
-    # validation split (docs/experiments/trainee.md, "Agents that see where the others are
-    # headed").
-    intent: bool = Field(True, description="MAPF agents also observe where the other agents in "
-                         "their view are headed (the cell of each one's distance-shortening "
-                         "move; needs cost_to_go, and is off by default where that is off; "
-                         "jaxenv.mapf.Capacity.intent).", json_schema_extra=flag("intent"))
-
-    @model_validator(mode="before")
-    @classmethod
-    def _intent_follows_the_cost_to_go(cls, data: Any) -> Any:
-        """Without the cost-to-go, intent defaults to off (it reads the same distances)."""
-        if isinstance(data, dict) and "intent" not in data and data.get("cost_to_go") is False:
-            return {**data, "intent": False}
-        return data
-
-    @model_validator(mode="after")
-    def _intent_reads_the_cost_to_go(self) -> CapacitySettings:
-        if self.intent and not self.cost_to_go:
-            raise ValueError("intent needs cost_to_go on (it reads the same distances)")
-        return self
-
-    def build(self, capacity: type) -> Any:
-        """The MAPF environment's `capacity` (`jaxenv.mapf.Capacity`, handed in by the MAPF
-        task) from the fields it shares by name."""
-        return shared(capacity, self)
-
-
-class TraineeSettings(Strict):
-    num_envs: int = Field(1024, ge=1, le=2**20, description="Environments per stage (vmapped).",
-                          json_schema_extra=flag("envs"))
-    num_steps: int = Field(32, ge=1, le=4096, description="Rollout length per PPO update.")
-    update_epochs: int = Field(1, ge=1, le=1000, description="PPO epochs per update.")
-    num_minibatches: int = Field(4, ge=1, le=4096,
-                                 description="Minibatches per epoch (divide num_steps).")
-    pool_size: int = Field(512, ge=1, le=2**20,
-                           description="Levels in the pool episodes start from.")
-    pool_every: int = Field(0, ge=0, le=INT32_MAX, description="A fresh pool of levels "
-                            "every this many PPO updates (0: one pool per stage), so that a "
-                            "long stage does not train on a few hundred levels only.",
-                            json_schema_extra=flag("pool-every"))
-    # 2.5e-4 against 5e-4 before: on the validation split (fixed engineer, loop default
-    # budget, seeds 0-3) optimal % 43.2 / 21.3 / 12.5 against 39.7 / 17.9 / 9.7 at 3 / 4 / 5
-    # agents, valid % the same: with the larger step the later stages slid on validation
-    # while training success rose (docs/trainee.md, "The learning rate of the loop's stages").
-    lr: float = Field(2.5e-4, gt=0, le=1, description="Adam learning rate.",
-                      json_schema_extra=flag("lr"))
-    lr_schedule: Literal["constant", "linear"] = Field(
-        "constant", description="constant, or linear: the learning rate falls linearly to 0 "
-        "over the run's planned stages (PureJaxRL's anneal_lr), so late stages refine the "
-        "policy instead of moving it; a run resumed with more stages stays at 0 past the plan.",
-                                                       json_schema_extra=flag("lr-schedule"))
-    ent_coef: float = Field(0.01, ge=0, le=1, description="Entropy bonus.")
-    hidden: int = Field(32, ge=4, le=4096, description="Width of the actor-critic.",
-                        json_schema_extra=flag("hidden"))
-    critic: Literal["ippo", "mappo"] = Field("ippo", description="Independent or central critic.",
-                                             json_schema_extra=flag("critic"))
-    mask_actions: bool = Field(False, description="Mask actions the environment marks "
-                               "pointless (MAPF: moves off the grid).")
-    mixer: Literal["none", "attention"] = Field(
-        "none", description="Agents see each other: an attention layer across the agents of an "
-        "episode (policy.mixer), or none (each agent decides from its own input).",
-                                                json_schema_extra=flag("mixer"))
-    mixer_radius: float | None = Field(
-        None, gt=0, description="Attention only between agents at most this far apart (in the "
-        "environment's position units); None: the whole episode.")
-    gamma: float = Field(0.99, gt=0, le=1, description="Discount of the PPO returns.",
-                         json_schema_extra=flag("gamma"))
-    # Longer than PPO's usual 0.95 (which the control families keep): MAPF pays the
-    # verifier's cost once, on success, at the end of the episode, and the longer look-ahead
-    # raised the validation score (docs/experiments/trainee.md, "GAE's lambda and the batch").
-    gae_lambda: float = Field(0.99, ge=0, le=1, description="GAE's lambda: how far the "
-                              "advantage looks ahead before it trusts the critic (1: Monte "
-                              "Carlo returns, 0: one-step TD).",
-                              json_schema_extra=flag("gae-lambda"))
-    reward_scale: float = Field(1.0, gt=0, le=1000, description="Rewards are multiplied by "
-                                "this for learning only (brax's reward_scaling); reports read "
-                                "the environment's own rewards.",
-                                json_schema_extra=flag("reward-scale"))
-    obs_norm: bool = Field(False, description="Standardise the observation vector with running "
-                           "mean and variance from the rollouts (policy.obs_norm); the "
-                           "statistics are part of the checkpoint.",
-                           json_schema_extra=flag("obs-norm"))
-    separate_critic: bool = Field(False, description="Give the value head its own torso "
-                                  "instead of sharing the policy's (plain ippo critic only).")
-    state_std: bool = Field(False, description="Continuous actions: the torso computes the "
-                            "Gaussian's log standard deviation per state (brax's choice) "
-                            "instead of one learnt parameter, which Adam narrows slowly.")
-    clip_eps: float = Field(0.2, gt=0, le=10, description="PPO's clip of the probability "
-                            "ratio (and of the value update, with clip_value).",
-                            json_schema_extra=flag("clip-eps"))
-    clip_value: bool = Field(True, description="Clip the value update to clip_eps around the "
-                             "rollout's value (off for returns far larger than 1).")
-
-    def hparams(self, num_updates: int, stages: int) -> Any:
-        """The `policy.ppo.Hparams` of a stage of `num_updates` PPO updates in a run of
-        `stages` (the linear schedule anneals over all of them)."""
-        from policy.ppo import Hparams
-
-        anneal = stages * num_updates if self.lr_schedule == "linear" else 0
-        return shared(Hparams, self, num_updates=num_updates, anneal_updates=anneal)
-
-    def network(self, num_actions: int, action_dim: int = 0) -> Any:
-        """The `policy.network.ActorCritic` for an environment's action space."""
-        from policy.network import ActorCritic
-
-        return shared(ActorCritic, self, num_actions=num_actions, action_dim=action_dim)
-
-
-class TaskSettings(Strict):
-    """The rules and reward every stage trains under: pinned, never editable by the engineer."""
-
-    goal_rule: Literal["plan", "freeze"] = Field(
-        "plan", description="plan: agents may leave their goal and come back, an episode is "
-        "the whole plan the verifier checks (docs/rules.md); freeze: frozen on arrival.",
-                                                 json_schema_extra=flag("goal-rule"))
-    success_reward: float = Field(1.0, ge=0, le=10, description="Team reward on success.")
-    shaping: float = Field(0.0, ge=0, le=1, description="Reward per cell of progress.")
-    # The cost weights' defaults won the ablation on the validation split
-    # (docs/experiments/trainee.md, "Ablation").
-    soc_cost: float = Field(0.02, ge=0, le=1, description="Weight of the verifier's sum of "
-                            "costs, paid on success (each agent its own cost).",
-                            json_schema_extra=flag("soc-cost"))
-    makespan_cost: float = Field(0.02, ge=0, le=1, description="Weight of the verifier's "
-                                 "makespan, paid on success by every agent.",
-                                 json_schema_extra=flag("makespan-cost"))
-    conflict_penalty: float = Field(0.0, ge=0, le=10, description="Paid by an agent that "
-                                    "breaks a rule (hole, off the grid, vertex or edge "
-                                    "conflict), where the episode fails.",
-                                    json_schema_extra=flag("conflict-penalty"))
-
-    def pins(self) -> dict[str, object]:
-        """The config-space values these settings fix (knob name -> value)."""
-        return self.model_dump()
-
-
-class VerifySettings(Strict):
-    k: int = Field(4, ge=1, le=64, description="Candidates per verification call (padded).",
-                   json_schema_extra=flag("verify-k"))
-    episodes: int = Field(512, ge=8, le=65536, description="Fresh levels per candidate.",
-                          json_schema_extra=flag("verify-episodes"))
-    floor: float = Field(0.05, ge=0, le=1, description="Never choose a candidate whose p "
-                         "(signal) is below this.")
-    ceiling: float = Field(0.95, ge=0, le=1, description="Never choose a candidate whose p "
-                           "(signal) is above this.")
-    signal: Literal[SIGNALS] = Field(
-        "success", description="What a candidate's p (floor, ceiling, learnability p(1-p)) is: "
-        "success, the share of successful episodes; or return, the mean normalised return in "
-        "[0, 1], graded where success is all-or-nothing per distribution (designer.run.scoring). "
-        "Default: the family's (designer.tasks.VERIFY_DEFAULTS: return for the control "
-        "families, success for MAPF).", json_schema_extra=flag("verify-signal"))
-
-
-class LearnSettings(Strict):
-    """The engineer that learns from verification (`designer.engineer.learning`): GRPO on a LoRA of
-    the engineer's own model, its replies' verification scores as rewards."""
-
-    enabled: bool = Field(False, description="Train the llm engineer's model on its "
-                          "proposals' verification scores (transformers backend only).",
-                          json_schema_extra=flag("learn", switch=True))
-    source: str | None = Field(None, description="Start from this saved adapter "
-                               "(<run>/engineer_lora/stage-XXX.safetensors of an earlier run).",
-                               json_schema_extra=flag("learn-from"))
-    rank: int = Field(16, ge=1, le=1024, description="LoRA rank.")
-    alpha: float = Field(32.0, gt=0, le=4096, description="LoRA alpha (scale alpha/rank).")
-    lr: float = Field(5e-5, gt=0, le=1.0, description="Adam learning rate of the LoRA.",
-                      json_schema_extra=flag("learn-lr"))
-    beta: float = Field(0.0, ge=0, le=10.0, description="Weight of the KL to the base model.")
-    steps: int = Field(1, ge=1, le=100, description="Gradient steps per stage's group.")
 
 
 class RunSettings(Strict):
@@ -340,7 +128,8 @@ class RunSettings(Strict):
     select: Literal[SELECT] = Field("validation", description="Which stage's policy is the "
                                     "run's result: validation (the best validation score, "
                                     "designer.run.selection) or last. The held-out split "
-                                    "never chooses.", json_schema_extra=flag("select"))
+                                    "never chooses.",
+                                    json_schema_extra=flag("select", legacy="last"))
     seed: int = Field(0, ge=0, lt=SEED_LIMIT,
                       description="Seed of round 0's config, training and sampling.",
                       json_schema_extra=flag("seed"))
@@ -454,3 +243,19 @@ class RunSettings(Strict):
         """PPO updates per stage: the stage budget in whole updates (at least one)."""
         per = self.trainee.num_envs * self.trainee.num_steps
         return max(1, round(self.stage_steps / per))
+
+
+def _blocks_of(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """Field name -> block model, for the fields of `model` that hold a block (or None)."""
+    return {name: kind for name, info in model.model_fields.items()
+            for kind in (info.annotation, *typing.get_args(info.annotation))
+            if isinstance(kind, type) and issubclass(kind, BaseModel)}
+
+
+# Options added after runs were saved, with the value those runs had (the fields' `legacy`
+# metadata): a saved run.json that lacks one ran without it (resuming, comparing or
+# re-evaluating it must rebuild that trainee). A section of None is a top-level setting.
+ADDED_SINCE: dict[tuple[str | None, str], Any] = {
+    **{(None, k): v for k, v in metadata(RunSettings, "legacy").items()},
+    **{(block, k): v for block, model in _blocks_of(RunSettings).items()
+       for k, v in metadata(model, "legacy").items()}}

@@ -22,7 +22,7 @@ from designer.cli.door import (
 )
 from designer.cli.flags import saved_settings
 from designer.llm import NAMES as BACKENDS
-from designer.settings import SEED_LIMIT
+from designer.stage_settings import SEED_LIMIT
 
 
 def add_parser(sub: Any) -> None:

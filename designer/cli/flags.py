@@ -1,5 +1,5 @@
 """The run flags, generated from the settings: a field whose metadata names a `flag`
-(`designer.settings.flag`) is `--flag`, its help is the field's description (and choices), its
+(`designer.stage_settings.flag`) is `--flag`, its help is the field's description (and choices), its
 type the field's; bounds and cross-field rules are the settings' own, so the command line and a
 sweep refuse the same values. Building `RunSettings` from flags, a settings file or a saved
 run folder happens here.

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from designer.cli.door import CliError, bounded
-from designer.settings import SEED_LIMIT
+from designer.stage_settings import SEED_LIMIT
 
 BENCHMARKS = {"env": "env_throughput.py", "train": "train_throughput.py",
               "verify": "verify_throughput.py", "engineer": "engineer_latency.py"}

@@ -233,7 +233,7 @@ class MAPFFrozenLake(environment.Environment[MAPFState, MAPFConfig]):
 
         The step that fails an episode records the cells the agents *tried* to enter, so the
         traced plan shows the violation and the verifier rejects it as the environment did
-        (`jaxenv.mapf.plans.episodes`). Cells are clipped to the int8 range.
+        (`jaxenv.mapf.plans.verify.episode_plans`). Cells are clipped to the int8 range.
         """
         cells = jnp.where(state.failed, state.tried, state.pos)
         return jnp.clip(cells, -128, 127).astype(jnp.int8)

@@ -2,9 +2,10 @@
 
 `plan_actions` turns a plan's cells into the joint actions that walk it; `replay` plays those
 actions on a batch of levels under one config per level, in one jit, and returns what the
-episodes traced. Together with `jaxenv.mapf.plans.episodes` (episode → plan) this closes the
-loop between stepwise play and whole-plan verification: `benchmarks/heldout_census.py` replays
-every stored optimal plan of the held-out set under both goal rules.
+episodes traced. Together with `jaxenv.mapf.plans.verify.episode_plans` (episode → plan) this
+closes the loop between stepwise play and whole-plan verification:
+`benchmarks/heldout_census.py` replays every stored optimal plan of the held-out set under both
+goal rules.
 """
 
 from __future__ import annotations

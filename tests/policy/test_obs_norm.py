@@ -114,7 +114,8 @@ def test_family_defaults_and_the_cli_switch():
     import argparse
 
     from designer.cli import on_off
-    from designer.settings import RunSettings, TraineeSettings
+    from designer.settings import RunSettings
+    from designer.stage_settings import TraineeSettings
 
     brax = RunSettings(env="brax:inverted_pendulum").trainee
     assert brax.obs_norm and brax.separate_critic and brax.state_std and brax.gamma == 0.97

@@ -45,14 +45,12 @@ def mapf_task(settings: Any) -> Task:
     """The MAPF task of a `RunSettings` (capacity, preset, pinned rules and rewards)."""
     from designer.engineer.edits import preset_space
 
-    cap = settings.capacity
-    env = MAPFFrozenLake(cap.build(Capacity))
+    env = MAPFFrozenLake(settings.capacity.build(Capacity))
     space = preset_space(env.config_space, settings.preset)
     space = space.with_editable(space.editable_names(), pin=settings.task.pins())
     # the frozen splits are seen as the trainee sees them (all but the training-only shapes)
-    seen = cap.model_dump(exclude={"max_size", "max_agents"})
-    validator = load_validator("validation", **seen)
-    heldout = load_validator("heldout", **seen)
+    validator = load_validator("validation", seen=env.cap)
+    heldout = load_validator("heldout", seen=env.cap)
     # Validation and held-out levels are played under the run's own rules and rewards.
     vspace = validator.env.config_space
     eval_cfg = vspace.to_config(dict(vspace.default(), **settings.task.pins()))

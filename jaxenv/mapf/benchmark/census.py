@@ -20,7 +20,7 @@ from jaxenv.batching import broadcast
 from jaxenv.mapf.config import GOAL_RULES, Capacity
 from jaxenv.mapf.env import MAPFFrozenLake
 from jaxenv.mapf.level import Level
-from jaxenv.mapf.plans.episodes import verify_episodes
+from jaxenv.mapf.plans.verify import verify_episodes
 from jaxenv.mapf.replay import plan_actions, replay
 
 

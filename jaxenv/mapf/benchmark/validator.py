@@ -15,7 +15,7 @@ Valid and optimal are the **verifier's** verdict on the plan each episode traced
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -27,8 +27,7 @@ from jaxenv.mapf.benchmark.report import Table, make_table
 from jaxenv.mapf.config import Capacity
 from jaxenv.mapf.env import MAPFFrozenLake
 from jaxenv.mapf.level import Level
-from jaxenv.mapf.plans.episodes import verify_episodes
-from jaxenv.mapf.plans.verify import CHECKS
+from jaxenv.mapf.plans.verify import CHECKS, verify_episodes
 from jaxenv.mapf.rules import CAUSES
 
 # Episode ending -> the whole-plan check it fails. Every failed episode also misses
@@ -100,22 +99,24 @@ class Validator:
         return hash((self.split, self.env, self.cost))
 
 
+SPLIT_SIZE, SPLIT_AGENTS = 10, 5  # the frozen splits' largest map side and agent count
+
+
 @cache
 def _split(split: str) -> tuple[Level, dict]:
-    return load_split(split, max_size=10, max_agents=5)
+    return load_split(split, max_size=SPLIT_SIZE, max_agents=SPLIT_AGENTS)
 
 
 @cache
-def load_validator(split: str = "heldout", *, view_radius: int = 3, max_steps: int = 128,
-                   cost: str = "makespan", cost_to_go: bool = False,
-                   priority: bool = False, intent: bool = False) -> Validator:
-    """The validator of a split for a trainee of this view radius, step cap and observation
-    (cached)."""
+def load_validator(split: str = "heldout", *, seen: Capacity | None = None,
+                   cost: str = "makespan") -> Validator:
+    """The validator of a split for a trainee that sees as `seen` (the training env's
+    capacity: its view radius, step cap and observation planes; the split's own map side and
+    agent count replace its shapes) does (cached)."""
     if cost not in COSTS:
         raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
     levels, meta = _split(split)
-    cap = Capacity(max_size=10, max_agents=5, view_radius=view_radius, max_steps=max_steps,
-                   cost_to_go=cost_to_go, priority=priority, intent=intent)
+    cap = replace(seen or Capacity(), max_size=SPLIT_SIZE, max_agents=SPLIT_AGENTS)
     env = MAPFFrozenLake(cap)
     return Validator(split=split, env=env, levels=env.prepare_levels(levels), meta=meta,
                      cost=cost)

@@ -1,6 +1,5 @@
 """Whole plans: the format an LLM writes (docs/plan_format.md), its parser and the verifier."""
 
-from jaxenv.mapf.plans.episodes import episode_plans, verify_episodes
 from jaxenv.mapf.plans.parse import (
     ParseReport,
     Plan,
@@ -14,7 +13,9 @@ from jaxenv.mapf.plans.verify import (
     COSTS,
     Verdict,
     accuracy_reward,
+    episode_plans,
     verify_batch,
+    verify_episodes,
     verify_one,
     verify_plan,
     verify_text,

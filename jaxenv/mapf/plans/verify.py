@@ -5,19 +5,27 @@
 `jaxenv.mapf.rules.violations` and one-cell moves from `rules.DELTAS`: one rules
 implementation for stepwise play and whole plans. Semantics, costs and the default cost
 (makespan) are in docs/plan_format.md.
+
+Under the `plan` goal rule (docs/rules.md) an episode *is* a whole plan: each agent's cells at
+times 0..T, where T is the step at which every agent first stands on its goal.
+`verify_episodes` turns the recorded positions into the plan's array form (`episode_plans`)
+and verifies it, which makes the verifier, not the environment, the judge of valid and
+optimal, so the two can never disagree silently
+(`jaxenv.mapf.benchmark.validator.Validator.read` counts any disagreement).
 """
 
 from __future__ import annotations
 
 from functools import partial
 
+import chex
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 from jaxenv.mapf import rules
 from jaxenv.mapf.level import Level
-from jaxenv.mapf.plans.parse import ParseReport, parse_plan, stack_plans
+from jaxenv.mapf.plans.parse import ParseReport, Plan, parse_plan, stack_plans
 
 CHECKS = (
     "parsable",
@@ -176,3 +184,30 @@ def verify_texts(levels: Level, texts: list, cost: str = "makespan",
     batch = stack_plans([parse_plan(t).to_arrays(max_agents, horizon) for t in texts])
     mode = "map" if jax.default_backend() == "cpu" else "vmap"
     return verify_batch(levels, batch.cells, batch.length, batch.parsed_ok, cost=cost, mode=mode)
+
+
+# ---------------------------------------------------------------------------------- episodes
+
+
+def episode_plans(trace: jax.Array, steps: jax.Array, n_agents: jax.Array) -> Plan:
+    """Plans of N episodes: trace [N, T+1, A, 2] positions, steps [N], n_agents [N].
+
+    Agent rows below the level's agent count get the cells of times 0..steps (length
+    steps + 1); the other rows are empty. Cells after an episode's end are ignored (the
+    verifier pads a path with its last cell).
+    """
+    chex.assert_rank(trace, 4)
+    n, _, a, _ = trace.shape
+    chex.assert_shape([steps, n_agents], (n,))
+    cells = jnp.swapaxes(jnp.asarray(trace, jnp.int32), 1, 2)  # [N, A, T+1, 2]
+    used = jnp.arange(a)[None, :] < n_agents[:, None]
+    length = jnp.where(used, steps[:, None] + 1, 0).astype(jnp.int32)
+    return Plan(cells=cells, length=length, parsed_ok=jnp.ones(n, bool))
+
+
+@partial(jax.jit, static_argnames=("cost", "mode"))
+def verify_episodes(levels: Level, trace: jax.Array, steps: jax.Array, cost: str = "makespan",
+                    mode: str = "vmap") -> Verdict:
+    """The verifier's verdict on the plan each of N episodes traced (levels batched [N])."""
+    plan = episode_plans(trace, steps, levels.n_agents)
+    return verify_batch(levels, plan.cells, plan.length, plan.parsed_ok, cost=cost, mode=mode)

@@ -239,3 +239,25 @@ def test_a_new_setting_reaches_the_flag_and_the_trainer_from_its_field():
     assert hp.clip_eps == 0.1
     assert build_trainee(RunSettings(), env)[0].clip_eps == 0.2
     assert "bad value for trainee.clip_eps" in refused_in_one_line(["run", "--clip-eps", "0"])
+
+
+def test_a_setting_is_its_field_flag_trainer_and_migration_from_one_declaration():
+    """`trainee.vf_coef` is declared once (a `TraineeSettings` field with `flag("vf-coef",
+    legacy=0.5)`): its flag sets `Hparams.vf_coef` by name, its bounds refuse at the door, and a
+    run saved before it existed reads back with the value it ran with."""
+    from designer.cli import Parser, add_run_flags, build_settings
+    from designer.settings import ADDED_SINCE, upgrade_saved
+    from designer.trainees import build_trainee
+    from jaxenv.mapf import Capacity, MAPFFrozenLake
+
+    p = Parser()
+    add_run_flags(p)
+    env = MAPFFrozenLake(Capacity(max_size=4, max_agents=2))
+    with empty_cwd():
+        assert build_trainee(build_settings(p.parse_args(["--vf-coef", "0.25"])), env)[0] \
+            .vf_coef == 0.25
+    assert "bad value for trainee.vf_coef" in refused_in_one_line(["run", "--vf-coef", "-1"])
+    assert ADDED_SINCE[("trainee", "vf_coef")] == 0.5
+    old = RunSettings().model_dump()
+    del old["trainee"]["vf_coef"]
+    assert RunSettings.model_validate(upgrade_saved(old)) == RunSettings()

@@ -7,9 +7,11 @@ starts correct, agent count, no hole, in bounds) and optimal at the optimal cost
 (/work/shared/paper.md "MAPF-FrozenLake"). The paper does not publish its prompt's wording, so
 `plan_messages` states exactly those rules, shows the grid with `jaxenv.mapf.render.
 render_text` and asks for the text form of docs/plan_format.md that
-`jaxenv.mapf.plans.parse_plan` reads (the LLM trainee's GRPO, validation and verification ask
-in the `BRIEF` wording of the same rules). `PROMPT_VERSION` names this wording: answers written
-under another wording are never mixed with these (the answer log checks it).
+`jaxenv.mapf.plans.parse_plan` reads. One wording serves the LLM trainee's GRPO, its
+validation and verification, and `envengineer eval --llm`, so a trainee is scored on the
+prompt it learnt from; it is short so that the CPU preset's prompts fit the trainee's
+prompt-length caps. `PROMPT_VERSION` names this wording: answers written under another
+wording are never mixed with these (the answer log checks it).
 
 Constrained mode (`constrained=True`): the reply must be the JSON form
 ``{"A0": [[r, c], ...], ...}``, and `plan_schema(n_agents, size)` is its JSON schema (exactly
@@ -26,57 +28,30 @@ from typing import Any
 from jaxenv.mapf.level import Level
 from jaxenv.mapf.render import render_text
 
-PROMPT_VERSION = "plan-v1"
+PROMPT_VERSION = "plan-v2"
 MAX_PATH_FACTOR = 4  # cells per path in the constrained form, per unit of map side
 MODES = ("text", "json")  # free text (the paper's) or JSON-schema constrained
-# The LLM trainee's own wording (GRPO, its validation and verification): the same rules in a
-# few lines, so that the CPU preset's prompts fit its prompt-length cap.
-BRIEF = "brief"
 
-SYSTEM = ("You are an expert planner for multi-agent path finding. You write complete, "
-          "collision-free plans for every agent at once.")
-
-RULES = """Rules:
-- Time advances in steps. At each step every agent either waits in its cell or moves one cell \
-up, down, left or right.
-- No agent may step onto a hole (H) or leave the grid.
-- Two agents may never occupy the same cell at the same time, and two agents may never swap \
-cells in one step.
-- Every agent Ai must end on its own goal Gi. Waiting (repeating a cell) is allowed.
-- A plan is optimal when the last agent reaches its goal as early as possible (makespan)."""
-
-TEXT_ANSWER = """Write the plan of every agent, one line per agent, listing every cell the \
-agent occupies from its start (time 0) to its goal, one (row,col) cell per time \
-step. The format, shown for two agents on another grid:
-A0: (0,0) -> (0,1) -> (1,1)
-A1: (2,2) -> (2,2) -> (2,1)"""
-
-BRIEF_SYSTEM = ("You plan paths for agents on a frozen lake. Every agent moves at most one cell "
-                "(up, down, left, right) or waits each time step; agents never share a cell or "
-                "swap cells; nobody steps on a hole (H) or off the grid. Reply with one line per "
-                "agent, its cells from its start to its goal, like\nA0: (0,0) -> (0,1) -> (1,1)\n"
-                "A1: (2,2) -> (2,2) -> (2,1)")
-
-JSON_ANSWER = """Write the plan as one JSON object with one key per agent ("A0", "A1", ...); \
-each value lists every cell the agent occupies from its start (time 0) to its goal, one \
-[row, col] pair per time step. \
-The format, shown for two agents on another grid:
-{"A0": [[0, 0], [0, 1], [1, 1]], "A1": [[2, 2], [2, 2], [2, 1]]}"""
+# The paper's rules in a few lines, so that the prompts of the LLM trainee's CPU preset fit its
+# prompt-length caps (llm.max_prompt_tokens in training, eval_max_prompt_tokens on a split).
+RULES = ("You plan paths for agents on a frozen lake. Every agent moves at most one cell (up, "
+         "down, left, right) or waits each time step; agents never share a cell or swap cells; "
+         "nobody steps on a hole (H) or off the grid; every agent Ai ends on its goal Gi. A plan "
+         "is optimal when the last agent arrives as early as possible.")
+ANSWER = {"text": "Reply with one line per agent, its cells from its start to its goal, like\n"
+                  "A0: (0,0) -> (0,1) -> (1,1)\nA1: (2,2) -> (2,2) -> (2,1)",
+          "json": "Reply with one JSON object, one key per agent, its [row, col] cells from its "
+                  "start to its goal, like\n"
+                  '{"A0": [[0, 0], [0, 1], [1, 1]], "A1": [[2, 2], [2, 2], [2, 1]]}'}
 
 
 def plan_messages(level: Level, mode: str = "text") -> list[dict[str, str]]:
     """The chat messages that ask for one unbatched level's whole plan (`mode`: one of
-    `MODES`, or `BRIEF`, the trainee's wording)."""
-    if mode == BRIEF:
-        return [{"role": "system", "content": BRIEF_SYSTEM},
-                {"role": "user", "content": render_text(level) + "\nWrite the plan."}]
+    `MODES`)."""
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES} or {BRIEF!r}, got {mode!r}")
-    k = int(level.n_agents)
-    answer = TEXT_ANSWER if mode == "text" else JSON_ANSWER
-    user = (f"Plan the paths of all {k} agents on this frozen lake.\n\n{render_text(level)}\n\n"
-            f"{RULES}\n\n{answer}")
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return [{"role": "system", "content": f"{RULES} {ANSWER[mode]}"},
+            {"role": "user", "content": render_text(level) + "\nWrite the plan."}]
 
 
 def plan_schema(n_agents: int, size: int) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
 The paper trains on 2-agent instances drawn from its generator; here a stage is
 ``generate_batch(key, cfg, cap, n)`` from a ``MAPFConfig`` (the same config space the engineers
-edit), each level rendered into the whole-plan prompt (``designer.tasks.mapf.plans.prompt``, its
-``brief`` wording) that asks for the plan in the text form of docs/plan_format.md. Each level
-also gets one exact plan (``jaxenv.mapf.solvers.cbs.solve``, SoC-optimal) for the SFT warm
-start.
+edit), each level rendered into the whole-plan prompt (``designer.tasks.mapf.plans.prompt``,
+the wording `envengineer eval --llm` asks in too) that asks for the plan in the text form of
+docs/plan_format.md. Each level also gets one exact plan (``jaxenv.mapf.solvers.cbs.solve``,
+SoC-optimal) for the SFT warm start.
 
 Presets (``PRESETS``): ``cpu`` (2 agents on 3x3 and 4x4, few holes, a handful of instances per
 round, group 4), ``cpu_easy`` (its easiest stage: 3x3, no holes) and ``paper`` (2 agents on
@@ -114,7 +114,7 @@ def draw(key: jax.Array, p: StagePreset, n: int | None = None) -> Stage:
     n = p.instances if n is None else n
     levels = generate_batch(key, config(p), capacity(p), n)
     one = [index(levels, i) for i in range(n)]
-    return Stage(levels=levels, messages=[plan_messages(lv, "brief") for lv in one],
+    return Stage(levels=levels, messages=[plan_messages(lv) for lv in one],
                  answers=[optimal_plan(lv) for lv in one])
 
 

@@ -5,7 +5,7 @@ One stage (`train_stage(state, config, key)`):
 1. draw ``instances`` levels from the stage's generator config (the engineer's edit through
    the same `ConfigSpace`; the config's agent weights and the run's capacity decide agents and
    maps; the paper trains on 2-agent instances), rendered as the trainee's chat prompt
-   (`designer.tasks.mapf.plans.prompt.plan_messages`, its brief wording);
+   (`designer.tasks.mapf.plans.prompt.plan_messages`, eval --llm's wording);
 2. the first stage only, with ``sft_steps`` > 0: the warm start on solver-optimal plans;
 3. ``steps`` GRPO updates (tunix, LoRA by default) on prompts drawn from those levels, the
    paper's reward from the verifier; the LoRA model carries over from stage to stage.
@@ -159,12 +159,12 @@ class LLMTrainee:
         return generate_batch(key, config, self.cap, n)
 
     def _prompts(self, state: LLMState, levels: Level) -> list[str]:
-        from designer.tasks.mapf.plans.prompt import BRIEF, plan_messages
+        from designer.tasks.mapf.plans.prompt import plan_messages
         from designer.tasks.mapf.plans.stages import index
         from policy.llm import tunix_adapter as adapter
 
         n = int(np.asarray(levels.size).shape[0])
-        return [adapter.chat_prompt(state.tokenizer, plan_messages(index(levels, i), BRIEF))
+        return [adapter.chat_prompt(state.tokenizer, plan_messages(index(levels, i)))
                 for i in range(n)]
 
     def _sample(self, state: LLMState, prompts: list[str], key: jax.Array) -> list[str]:
@@ -190,7 +190,7 @@ class LLMTrainee:
     # ---------------------------------------------------------------- protocol: training
     def train_stage(self, state: LLMState, config: Any, key: jax.Array, *,
                     stage: int = 0) -> tuple[LLMState, dict[str, Any]]:
-        from designer.tasks.mapf.plans.prompt import BRIEF, plan_messages
+        from designer.tasks.mapf.plans.prompt import plan_messages
         from designer.tasks.mapf.plans.stages import Stage, index, optimal_plan
         from policy.llm import sft
         from policy.llm.grpo import GRPOSettings, GRPOTrainee
@@ -200,7 +200,7 @@ class LLMTrainee:
         levels = self._levels(k_data, config, s.instances)
         one = [index(levels, i) for i in range(s.instances)]
         warm = state.stages == 0 and state.actor is None and s.sft_steps > 0
-        data = Stage(levels=levels, messages=[plan_messages(lv, BRIEF) for lv in one],
+        data = Stage(levels=levels, messages=[plan_messages(lv) for lv in one],
                      answers=[optimal_plan(lv) for lv in one] if warm else [""] * len(one))
         out: dict[str, Any] = {}
         if warm:  # before LoRA: the warm start moves the base (the reference) itself

@@ -23,7 +23,7 @@ from jaxenv.mapf import Capacity, MAPFFrozenLake
 from jaxenv.mapf.benchmark.census import census
 from jaxenv.mapf.benchmark.heldout import load_split
 from jaxenv.mapf.benchmark.validator import load_validator
-from jaxenv.mapf.plans.episodes import verify_episodes
+from jaxenv.mapf.plans.verify import verify_episodes
 from jaxenv.mapf.replay import plan_actions, replay
 from policy.evaluate import evaluator_for
 from policy.network import ActorCritic, init_params
