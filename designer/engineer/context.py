@@ -107,7 +107,7 @@ def editable_values(space: Any, values: Mapping[str, Any]) -> dict[str, Any]:
 def config_text(values: Mapping[str, Any]) -> str:
     """Editable values (`editable_values`' shape) as short text: `knob=value`, a vector as
     runs of equal values with their keys, e.g. "hole_ratio=0.4 (3-4), 0.6 (5-10); wait_ratio=0.3
-    (all)": a small model reads it more easily than JSON, in a third of the tokens."""
+    (all)": a small model reads it more easily than JSON, in far fewer tokens."""
     return "; ".join(f"{name}={_value_text(v)}" for name, v in values.items())
 
 
