@@ -64,9 +64,9 @@ class MAPFFailures:
         lines.append(f"Validation: valid {self.valid:.0f}%, optimal {self.optimal:.0f}%.")
         if cells:
             lines += ["Valid % / optimal % (rows: agents; columns: map size NxN):",
-                      "agents " + " ".join(f"{s}x{s}" for s in sz)]
+                      "map size: " + " ".join(f"{s}x{s}" for s in sz)]
             for k, c in sorted(self.by_cell.items()):
-                lines.append(f"{k} agents " + " ".join(
+                lines.append(f"{k} agents: " + " ".join(
                     f"{c[s][0]:.0f}/{c[s][1]:.0f}" if s in c else "-" for s in sz))
         else:
             lines.append("Valid % by agents (mean over map sizes): " + ", ".join(
@@ -79,10 +79,10 @@ class MAPFFailures:
             keep = sorted(worst if sizes is None else worst[:sizes])
             lines.append("Failed levels (rows: map size; columns: cause; " + ", ".join(
                 f"{c} breaks {chk}" for c, chk in CAUSE_CHECK.items()) + "):")
-            lines.append("size " + " ".join(CAUSES[1:]))
+            lines.append("cause: " + " ".join(CAUSES[1:]))
             for s in keep:
                 d = self.causes_by_size[s]
-                lines.append(f"{s}x{s} " + " ".join(str(d.get(c, 0)) for c in CAUSES[1:]))
+                lines.append(f"{s}x{s}: " + " ".join(str(d.get(c, 0)) for c in CAUSES[1:]))
         for i, t in enumerate(self.trajectories[:n_traj]):
             lines += [f"Failure trajectory {i + 1}:", t]
         return "\n".join(lines)

@@ -133,13 +133,15 @@ def test_the_weakest_cells_are_named_by_the_tables_labels(failures):
     text = failures.render(n_traj=0, sizes=None)
     lines = text.splitlines()
     head = lines.index("Valid % / optimal % (rows: agents; columns: map size NxN):")
-    columns = lines[head + 1].split()[1:]
+    assert lines[head + 1].startswith("map size: ")
+    columns = lines[head + 1].split(": ")[1].split()
     table = {}
     for row in lines[head + 2:head + 2 + len(failures.by_cell)]:
-        words = row.split()
-        for col, cell in zip(columns, words[2:]):
+        label, cells = row.split(": ")
+        assert label.endswith(" agents") and len(cells.split()) == len(columns)
+        for col, cell in zip(columns, cells.split()):
             if cell != "-":
-                table[f"{words[0]} agents {col}"] = int(cell.split("/")[0])
+                table[f"{label} {col}"] = int(cell.split("/")[0])
     weakest = re.search(r"Weakest cells \(valid %\): (.*)\.$", text, re.M).group(1)
     named = [w.rsplit(" ", 1) for w in weakest.split(", ")]
     assert len(named) == 3
