@@ -1,6 +1,6 @@
-"""F for a control family, what the engineer reads: where success is lost by parameter bin,
-how episodes end, the training stage's own success, and a few failed variants summarised as
-text (their physics, return, length and ending).
+"""F for a control family, what the engineer reads: the training stage's own success, then
+where validation success is lost by parameter bin (the weakest bins named), how episodes end,
+and a few failed variants summarised as text (their physics, return, length and ending).
 """
 
 from __future__ import annotations
@@ -13,6 +13,11 @@ import numpy as np
 from designer.tasks.failures import top_shares, training_lines
 from jaxenv.control.registry import family
 from jaxenv.control.validator import ControlTable
+
+
+def bin_label(param: str, row: dict[str, float]) -> str:
+    """A parameter bin as F and a diagnosis name it, e.g. "gravity 4-5.6"."""
+    return f"{param} {row['value_lo']:.3g}-{row['value_hi']:.3g}"
 
 
 @dataclass
@@ -74,11 +79,6 @@ class ControlFailures:
 
     def failures_by_key(self, knob: str) -> dict[str, float] | None:
         return None  # no simplex knob in a control family
-
-
-def bin_label(param: str, row: dict[str, float]) -> str:
-    """A parameter bin as F and a diagnosis name it, e.g. "gravity 4-5.6"."""
-    return f"{param} {row['value_lo']:.3g}-{row['value_hi']:.3g}"
 
 
 def control_failures(validation: Any, train: dict[str, float], *, n_traj: int = 3,
