@@ -6,10 +6,15 @@ Modules (switch any off for ablations, e.g. `modules="F,G"`):
 - **G**, guidelines: a plain-text file (the task's, or the user's);
 - **H**, history: earlier stages as (config, F summary) pairs, *without round 0* (the paper:
   the model anchors on the round-0 config), at most the last `history_k`, oldest dropped first;
+  a config reads as short `knob=value` text (`config_text`), as does the current config;
 - **T**, bookkeeping only: stage index, stages in total, env steps per stage and so far (no
   reward formula, no hyperparameters: they cost the paper about 13 points);
 - **S** (off by default): the engineer's own summary carried forward: the rationale it wrote
   for the config that was chosen (it hurt in the paper).
+
+The reader may be a 135M model, so F opens with the stage's training success and the
+validation table, labels each table's rows and columns, names the weakest cells with the
+table's own labels and rounds every number (percents to integers).
 
 Budget: the rendered prompt is measured with the backend's tokenizer (`count_tokens`); while it
 is over `token_budget`, parts are dropped or shortened in this order: failure trajectories (the
@@ -22,7 +27,6 @@ budget that cannot hold the task is a setting error.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +104,79 @@ def editable_values(space: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def config_text(values: Mapping[str, Any]) -> str:
+    """Editable values (`editable_values`' shape) as short text: `knob=value`, a vector as
+    runs of equal values with their keys, e.g. "hole_ratio=0.4 (3-4), 0.6 (5-10); wait_ratio=0.3
+    (all)": a small model reads it more easily than JSON, in far fewer tokens."""
+    return "; ".join(f"{name}={_value_text(v)}" for name, v in values.items())
+
+
+def _value_text(v: Any) -> str:
+    """One knob's value: a number, or a vector ({key: value}) as runs of equal values."""
+    if not isinstance(v, Mapping):
+        return _number(v)
+    runs: list[list[str]] = []  # [value, first key, last key]
+    for key, x in v.items():
+        if runs and _number(x) == runs[-1][0]:
+            runs[-1][2] = key
+        else:
+            runs.append([_number(x), key, key])
+    if len(runs) == 1 and len(v) > 1:
+        return f"{runs[0][0]} (all)"
+    return ", ".join(f"{val} ({lo}{'' if lo == hi else '-' + hi})" for val, lo, hi in runs)
+
+
+def knobs_text(space: Any) -> str:
+    """The editable knobs as the engineer reads them: one line each (description, range,
+    default as `config_text` writes values); a pair `X_min`, `X_max` with the same grid and
+    descriptions that differ in their first word only shares one line."""
+    knobs = [k for k in space.knobs if k.editable]
+    lines, i = [], 0
+    while i < len(knobs):
+        k = knobs[i]
+        pair = _pair_description(k, knobs[i + 1]) if i + 1 < len(knobs) else None
+        names = f"{k.name}, {knobs[i + 1].name}" if pair else k.name
+        desc = pair or k.description
+        default = _value_text(dict(zip(k.keys, k.default)) if k.keys else k.default)
+        lines.append(f"- {names}: {desc} Range{' (each)' if pair else ''}: {_range_text(k)}. "
+                     f"Default: {default}.")
+        i += 2 if pair else 1
+    return "\n".join(lines)
+
+
+def _pair_description(a: Any, b: Any) -> str | None:
+    """One description for knobs `X_min`, `X_max` alike but for the first word of their
+    descriptions ("Lowest / highest gravity ..."), else None."""
+    if not (a.name.endswith("_min") and b.name == a.name[:-4] + "_max"):
+        return None
+    same = all(getattr(a, f) == getattr(b, f)
+               for f in ("kind", "low", "high", "step", "keys", "default"))
+    (wa, _, ra), (wb, _, rb) = a.description.partition(" "), b.description.partition(" ")
+    return f"{wa} / {wb.lower()} {ra}" if same and ra == rb else None
+
+
+def _range_text(k: Any) -> str:
+    keys = k.keys or ()
+    over = f"{keys[0]}-{keys[-1]}" if len(keys) > 2 else ", ".join(keys)
+    if k.kind == "choice":
+        return " | ".join(k.choices or ())
+    if k.kind == "bool":
+        return "true | false"
+    if k.kind == "simplex":
+        return f"weights over {over}, renormalised to sum to 1"
+    grid = f"{k.low:g} to {k.high:g} in steps of {k.step:g}"
+    return f"for each of {over}: {grid}" if k.is_vector else grid
+
+
+def _number(v: Any) -> str:
+    """A value as the context writes it: floats to at most 3 decimals, others as they are."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{round(v, 3):g}" if abs(v) < 1e5 else f"{v:.0f}"
+    return str(v)
+
+
 class ContextBuilder:
     """Renders a `Context` into chat messages within a token budget (module docstring)."""
 
@@ -132,8 +209,7 @@ class ContextBuilder:
         hist = self.history(ctx.history)[-n_hist:] if n_hist > 0 else []
         if "H" in self.modules and hist:
             out.append("## H: earlier stages (config -> result)\n" + "\n".join(
-                f"stage {h.stage}: {json.dumps(h.values, separators=(',', ':'))} -> "
-                f"{h.summary}" for h in hist))
+                f"stage {h.stage}: {config_text(h.values)} -> {h.summary}" for h in hist))
         if "T" in self.modules:
             out.append(f"## T: bookkeeping\nStage {ctx.stage + 1} of {ctx.stages_total} is done;"
                        f" {ctx.env_steps_per_stage:,} env steps per stage, "
@@ -176,8 +252,8 @@ class ContextBuilder:
     def _messages(self, ctx: Context, template_name: str, state: dict,
                   fields: Mapping[str, str]) -> list[dict[str, str]]:
         user = template(template_name).safe_substitute(
-            stage=str(ctx.stage), knobs=ctx.space.describe(editable_only=True),
-            current=json.dumps(editable_values(ctx.space, ctx.current)),
+            stage=str(ctx.stage), knobs=knobs_text(ctx.space),
+            current=config_text(editable_values(ctx.space, ctx.current)),
             sections=self.sections(ctx, **state), **fields)
         system = (PROMPTS / "system.md").read_text().strip()
         return [{"role": "system", "content": system}, {"role": "user", "content": user.strip()}]

@@ -33,11 +33,11 @@ def training_lines(train: Mapping[str, float], *, episodes: str, ok: str,
                    others: str) -> list[str]:
     """The F line on the training stage, e.g. (`episodes="levels"`, `ok="success"`,
     `others="failures"`) "Training levels of this stage: success 40%; failures: hole 30%.";
-    outcomes with a zero share are left out. No line for an empty summary."""
+    outcomes with a share that rounds to 0% are left out. No line for an empty summary."""
     if not train:
         return []
     causes = ", ".join(f"{c[6:]} {100 * v:.0f}%" for c, v in train.items()
-                       if c.startswith("cause_") and v > 0)
+                       if c.startswith("cause_") and round(100 * v) > 0)
     return [f"Training {episodes} of this stage: {ok} "
             f"{100 * train.get('success_rate', 0.0):.0f}%"
             + (f"; {others}: {causes}." if causes else ".")]

@@ -1,6 +1,6 @@
-"""F for a control family, what the engineer reads: where success is lost by parameter bin,
-how episodes end, the training stage's own success, and a few failed variants summarised as
-text (their physics, return, length and ending).
+"""F for a control family, what the engineer reads: the training stage's own success, then
+where validation success is lost by parameter bin (the weakest bins named), how episodes end,
+and a few failed variants summarised as text (their physics, return, length and ending).
 """
 
 from __future__ import annotations
@@ -13,6 +13,11 @@ import numpy as np
 from designer.tasks.failures import top_shares, training_lines
 from jaxenv.control.registry import family
 from jaxenv.control.validator import ControlTable
+
+
+def bin_label(param: str, row: dict[str, float]) -> str:
+    """A parameter bin as F and a diagnosis name it, e.g. "gravity 4-5.6"."""
+    return f"{param} {row['value_lo']:.3g}-{row['value_hi']:.3g}"
 
 
 @dataclass
@@ -35,33 +40,36 @@ class ControlFailures:
         return sorted(rows, key=lambda pr: pr[1]["success"])[:k]
 
     def summary(self) -> str:
-        worst = "; ".join(f"{p} {r['value_lo']:.3g}-{r['value_hi']:.3g} {r['success']:.0f}%"
-                          for p, r in self.worst_bins())
-        return (f"success {self.success:.1f}% (worst bins: {worst}); training success "
-                f"{100 * self.train.get('success_rate', 0.0):.0f}%; failures end by "
+        """One line for the history (H): training success, validation, weakest bins, endings."""
+        worst = ", ".join(f"{bin_label(p, r)} {r['success']:.0f}%" for p, r in self.worst_bins())
+        return (f"training success {100 * self.train.get('success_rate', 0.0):.0f}%; success "
+                f"{self.success:.0f}% (worst bins: {worst}); failures end by "
                 + top_shares(self.failed_endings))
 
     def render(self, *, n_traj: int, sizes: int | None, cells: bool = True) -> str:
-        """`sizes`: how many parameters' bin rows to show (worst first; None all, 0 none);
-        `cells`: also the normalised return per bin."""
-        lines = [f"## F: failures on the {self.split} set ({self.n} physics variants)",
-                 f"Overall: success {self.success:.1f}%, mean normalised return "
-                 f"{self.normalized_return:.3f}.",
-                 "How episodes ended: " + ", ".join(f"{k} {100 * v:.0f}%"
-                                                    for k, v in self.endings.items()) + "."]
+        """Training success first, then validation. `sizes`: how many parameters' bin rows to
+        show (worst first; None all, 0 none); `cells`: also the normalised return per bin."""
+        lines = [f"## F: failures on the {self.split} set ({self.n} physics variants)"]
+        lines += training_lines(self.train, episodes="episodes", ok="normal end",
+                                others="other endings")
+        lines += [f"Validation: success {self.success:.0f}%, mean normalised return "
+                  f"{self.normalized_return:.2f}.",
+                  "How validation episodes ended: " + ", ".join(
+                      f"{k} {100 * v:.0f}%" for k, v in self.endings.items()
+                      if round(100 * v)) + "."]
         order = sorted(self.by_param, key=lambda p: min(
             (r["success"] for r in self.by_param[p] if r["n"]), default=100.0))
         keep = order if sizes is None else order[:sizes]
         if keep:
-            lines.append("Success % by parameter bin (value range: success"
-                         + (" / normalised return" if cells else "") + "):")
+            lines.append("Success % by parameter bin (rows: parameter; entries: value range, "
+                         "success %" + (" (normalised return)" if cells else "") + "):")
             for p in keep:
-                lines.append(f"{p}: " + "; ".join(
-                    f"{r['value_lo']:.3g}-{r['value_hi']:.3g}: {r['success']:.0f}%"
-                    + (f" / {r['normalized_return']:.2f}" if cells else "")
+                lines.append(f"{p}: " + ", ".join(
+                    f"{r['value_lo']:.3g}-{r['value_hi']:.3g} {r['success']:.0f}%"
+                    + (f" ({r['normalized_return']:.2f})" if cells else "")
                     for r in self.by_param[p] if r["n"]))
-        lines += training_lines(self.train, episodes="episodes", ok="normal end",
-                                others="other endings")
+        lines.append("Weakest bins (success %): " + ", ".join(
+            f"{bin_label(p, r)} {r['success']:.0f}%" for p, r in self.worst_bins(3)) + ".")
         for i, t in enumerate(self.trajectories[:n_traj]):
             lines += [f"Failed variant {i + 1}: {t}"]
         return "\n".join(lines)

@@ -1,7 +1,7 @@
-"""F for MAPF-FrozenLake: valid % and optimal % overall and per agents x map size, per map
-size the count of each failure cause and the whole-plan checks each cause breaks, the training
-stage's own success and causes, and a few failure trajectories as text chosen to show
-different causes.
+"""F for MAPF-FrozenLake: the training stage's own success and causes, then valid % and
+optimal % overall and per agents x map size with the weakest cells named, per map size the
+count of each failure cause and the whole-plan check each cause breaks, and a few failure
+trajectories as text chosen to show different causes.
 """
 
 from __future__ import annotations
@@ -32,12 +32,17 @@ class MAPFFailures:
     trajectories: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        """One line for the history (H)."""
+        """One line for the history (H): training success, validation, weakest cells, causes."""
         per_k = ", ".join(f"{k} agents {np.mean([v for v, _ in c.values()]):.0f}%"
                           for k, c in sorted(self.by_cell.items()))
-        return (f"valid {self.valid:.1f}% ({per_k}); training success "
-                f"{100 * self.train.get('success_rate', 0.0):.0f}%; main failures "
+        return (f"training success {100 * self.train.get('success_rate', 0.0):.0f}%; valid "
+                f"{self.valid:.0f}% ({per_k}); weakest {self.weakest(2)}; main failures "
                 + top_shares(self.cause_totals()))
+
+    def weakest(self, k: int = 3) -> str:
+        """The `k` cells of lowest valid %, by the table's labels ("5 agents 9x9 10%, ...")."""
+        cells = sorted((c[0], a, s) for a, d in self.by_cell.items() for s, c in d.items())
+        return ", ".join(f"{cell_label(a, s)} {v:.0f}%" for v, a, s in cells[:k])
 
     def cause_totals(self) -> dict[str, int]:
         """Failed validation episodes per cause, over all map sizes."""
@@ -50,37 +55,42 @@ class MAPFFailures:
         return {str(s): float(sum(d.values())) for s, d in self.causes_by_size.items()}
 
     def render(self, *, n_traj: int, sizes: int | None, cells: bool = True) -> str:
+        """Training success first, then validation: overall, the agents x size table (rows and
+        columns labelled), its weakest cells, the causes by map size, failure trajectories."""
         sz = sorted({s for d in self.by_cell.values() for s in d})
-        lines = [f"## F: failures on the {self.split} split ({self.n} levels)",
-                 f"Overall: valid {self.valid:.1f}%, optimal {self.optimal:.1f}%."]
+        lines = [f"## F: failures on the {self.split} split ({self.n} levels)"]
+        lines += training_lines(self.train, episodes="levels", ok="success",
+                                others="failures")
+        lines.append(f"Validation: valid {self.valid:.0f}%, optimal {self.optimal:.0f}%.")
         if cells:
-            lines += ["valid% / optimal% by agents x map size:",
-                      "agents " + " ".join(f"{s}x{s}".rjust(7) for s in sz)]
+            lines += ["Valid % / optimal % (rows: agents; columns: map size NxN):",
+                      "map size: " + " ".join(f"{s}x{s}" for s in sz)]
             for k, c in sorted(self.by_cell.items()):
-                lines.append(f"{k:<6d} " + " ".join(
-                    (f"{c[s][0]:.0f}/{c[s][1]:.0f}" if s in c else "-").rjust(7) for s in sz))
+                lines.append(f"{k} agents: " + " ".join(
+                    f"{c[s][0]:.0f}/{c[s][1]:.0f}" if s in c else "-" for s in sz))
         else:
-            lines.append("valid% by agents (mean over map sizes): " + ", ".join(
+            lines.append("Valid % by agents (mean over map sizes): " + ", ".join(
                 f"{k} agents {np.mean([v for v, _ in c.values()]):.0f}%"
                 for k, c in sorted(self.by_cell.items())))
+        lines.append(f"Weakest cells (valid %): {self.weakest()}.")
         if sizes != 0:
             worst = sorted(self.causes_by_size, key=lambda s: -sum(
                 self.causes_by_size[s].values()))
             keep = sorted(worst if sizes is None else worst[:sizes])
-            lines.append("Failed episodes by map size and cause:")
-            lines.append("size " + " ".join(c.rjust(7) for c in CAUSES[1:]))
+            lines.append("Failed levels (rows: map size; columns: cause; " + ", ".join(
+                f"{c} breaks {chk}" for c, chk in CAUSE_CHECK.items()) + "):")
+            lines.append("cause: " + " ".join(CAUSES[1:]))
             for s in keep:
                 d = self.causes_by_size[s]
-                lines.append(f"{s:<4d} " + " ".join(str(d.get(c, 0)).rjust(7)
-                                                    for c in CAUSES[1:]))
-        lines.append("Plan checks each cause breaks: " + "; ".join(
-            f"{c} -> {chk}" for c, chk in CAUSE_CHECK.items()) + " (every failure also misses"
-            " goals_reached).")
-        lines += training_lines(self.train, episodes="levels", ok="success",
-                                others="failures")
+                lines.append(f"{s}x{s}: " + " ".join(str(d.get(c, 0)) for c in CAUSES[1:]))
         for i, t in enumerate(self.trajectories[:n_traj]):
             lines += [f"Failure trajectory {i + 1}:", t]
         return "\n".join(lines)
+
+
+def cell_label(agents: int, size: int) -> str:
+    """A cell of F's agents x size table as F and a diagnosis name it, e.g. "3 agents 9x9"."""
+    return f"{agents} agents {size}x{size}"
 
 
 def mapf_failures(validation: Any, train: Mapping[str, float], *, n_traj: int = 3,

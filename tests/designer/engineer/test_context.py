@@ -1,5 +1,7 @@
 """The engineer's context: F from a real validation, H without round 0, T bookkeeping only,
-module switches, and the token budget on a worst-case context."""
+module switches, the token budget on a worst-case context, and the reading order a small model
+needs: training success first, labelled tables, the weakest cells named by the tables' own
+labels, rounded numbers and configs as short text."""
 
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ from designer.engineer.context import (
     ContextBuilder,
     ContextTooLarge,
     HistoryEntry,
+    config_text,
     editable_values,
+    knobs_text,
     parse_modules,
 )
+from designer.tasks.control.failures import ControlFailures
 from designer.tasks.mapf.failures import MAPFFailures as Failures
 from designer.tasks.mapf.failures import mapf_failures
 from jaxenv.mapf import Capacity, MAPFFrozenLake
@@ -107,7 +112,89 @@ def test_a_users_guidelines_file_replaces_the_shipped_one(failures, tmp_path):
     g.write_text("Prefer 7x7 and larger maps once 3x3 is solved.")
     user = ContextBuilder("G", guidelines=g, token_budget=100_000).render(
         _ctx(failures)).messages[1]["content"]
-    assert "Prefer 7x7 and larger maps" in user and "How the training environment works" not in user
+    assert "Prefer 7x7 and larger maps" in user and "The environment (MAPF-FrozenLake)" not in user
     assert RunSettings(guidelines=str(g)).guidelines == str(g)
     with pytest.raises(ValueError, match="no such guidelines file"):
         RunSettings(guidelines=str(tmp_path / "missing.md"))
+
+
+LONG_DECIMAL = re.compile(r"\d\.\d{4,}")
+
+
+def test_training_success_comes_first_then_the_labelled_table(failures):
+    lines = failures.render(n_traj=3, sizes=None).splitlines()
+    assert lines[1].startswith("Training levels of this stage: success 40%")
+    assert lines[2].startswith("Validation: valid ")
+    assert lines[3] == "Valid % / optimal % (rows: agents; columns: map size NxN):"
+    assert "Failed levels (rows: map size; columns: cause;" in "\n".join(lines)
+
+
+def test_the_weakest_cells_are_named_by_the_tables_labels(failures):
+    text = failures.render(n_traj=0, sizes=None)
+    lines = text.splitlines()
+    head = lines.index("Valid % / optimal % (rows: agents; columns: map size NxN):")
+    assert lines[head + 1].startswith("map size: ")
+    columns = lines[head + 1].split(": ")[1].split()
+    table = {}
+    for row in lines[head + 2:head + 2 + len(failures.by_cell)]:
+        label, cells = row.split(": ")
+        assert label.endswith(" agents") and len(cells.split()) == len(columns)
+        for col, cell in zip(columns, cells.split()):
+            if cell != "-":
+                table[f"{label} {col}"] = int(cell.split("/")[0])
+    weakest = re.search(r"Weakest cells \(valid %\): (.*)\.$", text, re.M).group(1)
+    named = [w.rsplit(" ", 1) for w in weakest.split(", ")]
+    assert len(named) == 3
+    for label, pct in named:
+        assert label in table and table[label] == int(pct.rstrip("%"))
+    assert [int(p.rstrip("%")) for _, p in named] == sorted(table.values())[:3]
+    assert failures.weakest(2) in failures.summary()
+    cut = failures.render(n_traj=0, sizes=0, cells=False)  # the table cut, the names kept
+    assert f"Weakest cells (valid %): {weakest}." in cut
+
+
+def test_control_f_names_its_weakest_bins_by_the_tables_labels():
+    rows = {"gravity": [{"value_lo": 4.0, "value_hi": 5.98, "n": 8, "success": 12.5,
+                         "normalized_return": 0.512345},
+                        {"value_lo": 5.98, "value_hi": 8.94, "n": 8, "success": 87.5,
+                         "normalized_return": 0.9}],
+            "length": [{"value_lo": 0.946, "value_hi": 2.0, "n": 8, "success": 0.0,
+                        "normalized_return": 0.31}]}
+    f = ControlFailures(split="validation", family="cartpole", n=24, success=33.333333,
+                        normalized_return=0.612345, endings={"time_limit": 0.33, "angle": 0.67},
+                        failed_endings={"angle": 16}, by_param=rows,
+                        train={"success_rate": 0.456, "cause_angle": 0.544})
+    text = f.render(n_traj=0, sizes=None)
+    lines = text.splitlines()
+    assert lines[1] == "Training episodes of this stage: normal end 46%; other endings: angle 54%."
+    assert "Validation: success 33%, mean normalised return 0.61." in text
+    assert "length: 0.946-2 0% (0.31)" in text and "gravity: 4-5.98 12% (0.51)" in text
+    assert ("Weakest bins (success %): length 0.946-2 0%, gravity 4-5.98 12%, "
+            "gravity 5.98-8.94 88%.") in text
+    assert not LONG_DECIMAL.search(text)
+
+
+def test_the_prompt_holds_no_long_decimals_and_configs_read_as_short_text(failures):
+    vals = editable_values(SPACE, SPACE.default())
+    vals["hole_ratio"] = {**vals["hole_ratio"], "9": 0.45, "10": 0.45}
+    assert config_text(vals).startswith("size_weights=0.125 (all); hole_ratio=0.2 (3-8), "
+                                        "0.45 (9-10); wait_ratio=")
+    ctx = _ctx(failures)
+    ctx.history = [HistoryEntry(stage=2, values=vals, summary=failures.summary())]
+    user = ContextBuilder(token_budget=100_000).render(ctx).messages[1]["content"]
+    assert f"stage 2: {config_text(vals)} -> training success 40%; valid " in user
+    assert config_text(editable_values(SPACE, SPACE.default())) in user  # the current config
+    assert not LONG_DECIMAL.search(user), LONG_DECIMAL.findall(user)
+
+
+def test_a_min_max_pair_of_knobs_shares_one_line():
+    from designer.settings import RunSettings
+    from designer.tasks import make_task
+
+    space = make_task(RunSettings(env="cartpole", engineer="fixed")).space
+    text = knobs_text(space)
+    assert "- gravity_min, gravity_max: Lowest / highest gravitational" in text
+    assert text.count("\n") + 1 == len(space.editable_names()) // 2
+    assert "Range (each): 4 to 20 in steps of 0.2. Default: 9.8." in text
+    mapf = knobs_text(SPACE)
+    assert "- hole_ratio: " in mapf and "Default: 0.2 (all)." in mapf
