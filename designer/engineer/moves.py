@@ -199,12 +199,11 @@ def _moved(t: Target, op: str, key: str | None, size: str | None,
             lo2 = hi2 = min(inside, key=lambda g: abs(g - mid)) if inside else mid
             adj.append(Adjustment(field=t.name, before=[lo, hi], after=[lo2, hi2],
                                   reason=f"narrow {size} stopped at one point"))
-    elif op == "up":
-        d = _step(k, hi, n)[0] - hi
+    else:  # up or down: both ends by the same amount, at most to the nearer bound
+        assert k.step is not None and k.low is not None and k.high is not None
+        room = k.high - max(lo, hi) if n > 0 else min(lo, hi) - k.low
+        d = max(0.0, min(abs(n) * k.step, room)) * (1 if n > 0 else -1)
         lo2, hi2 = lo + d, hi + d
-    else:  # down
-        d = lo - _step(k, lo, n)[0]
-        lo2, hi2 = lo - d, hi - d
     return {lo_name: _num(k, lo2), hi_name: _num(k, hi2)}, adj
 
 
