@@ -59,7 +59,9 @@ MOVES = "moves"
 
 EDITS = ("auto", "moves", "values")
 SERVERS = ("openai", "vllm")  # strong models behind a server keep raw values under `auto`
-MAX_TOKENS = {"values": 320, "moves": 96}  # a reply's default token limit per language
+# A reply's default token limit per language; in moves, the longest reply the grammar admits
+# (the longest cell and moves, a rationale of one token per character) with room to spare.
+MAX_TOKENS = {"values": 320, "moves": 160}
 
 Kind = Literal["number", "vector", "simplex", "range", "set"]
 OPS: dict[str, tuple[str, ...]] = {

@@ -262,3 +262,55 @@ def test_a_replayed_moves_run_gives_the_same_configs(tmp_path) -> None:
     drafts = replayed.last_prompt["drafts"]
     assert replayed.last_prompt["edits"] == "moves"
     assert all(d["moves"] for d in drafts if d["error"] is None)
+
+
+def test_the_team_in_moves_verifies_all_drafts_once_and_the_critic_reads_the_scores() -> None:
+    from types import SimpleNamespace
+
+    from designer.engineer.context import Context, ContextBuilder
+    from designer.engineer.engineers import LLMEngineer
+    from designer.llm.base import Reply
+
+    space = SPACES["mapf-paper"]
+    verified: list[list[dict]] = []
+
+    def verify(values: list[dict]) -> list:
+        verified.append(values)
+        return [SimpleNamespace(success=0.5 + 0.1 * i, learnability=0.25) for i in
+                range(len(values))]
+
+    ctx = Context(stage=1, stages_total=6, env_steps_per_stage=10, env_steps_so_far=20,
+                  current=space.default(), space=space, verify=verify)
+
+    class Scripted:
+        name, model, constrained = "scripted", "team", True
+        prompts: list[str] = []
+
+        def generate(self, messages, schema, n=1, max_tokens=96, seed=0):
+            self.prompts.append(messages[1]["content"])
+            props = schema["properties"]
+            if "verdict" in props:  # the critic revises the first draft, rejects the second
+                first = len([p for p in self.prompts if "You are the critic" in p]) == 1
+                obj = {"verdict": "revise", "reason": "too big",
+                       "revised": ["lower wait_ratio all small"]} if first else \
+                    {"verdict": "reject", "reason": "hopeless"}
+            elif "moves" in props:
+                assert "training" not in props  # the analyst wrote the diagnosis
+                obj = {"moves": ["raise hole_ratio 9 small"], "rationale": "harder"}
+            else:
+                obj = {"training": "too_easy", "weakest": "none"}
+            text = json.dumps(obj)
+            return [Reply(text, obj, None, 10, 5, 0.0, self.name, self.model)] * n
+
+    backend = Scripted()
+    eng = LLMEngineer(backend, ContextBuilder(token_budget=10**6), roles="team", n=2,
+                      edits="moves")
+    props = eng.propose(ctx)
+    assert len(verified) == 1 and len(verified[0]) == 2  # one call for all drafts
+    critic = [p for p in backend.prompts if "You are the critic" in p]
+    assert len(critic) == 2 and "success 0.50, learnability 0.25" in critic[0]
+    assert "success 0.60" in critic[1] and "raise hole_ratio 9 small" in critic[0]
+    assert len(props) == 1  # the second was rejected
+    assert props[0].values["wait_ratio"] == [0.25] * 8  # the critic's revision
+    assert eng.last_prompt["diagnosis"] == "training too_easy; weakest none"
+    assert eng.max_tokens == mv.MAX_TOKENS["moves"]
