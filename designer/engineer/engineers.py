@@ -229,6 +229,7 @@ class LLMEngineer:
         return bool(getattr(self.backend, "constrained", False))
 
     def propose(self, context: Any) -> list[Proposal]:
+        from designer.engineer.moves import NoMoves
         from designer.engineer.roles import RoleCall, single, team
         from designer.llm import BackendError
 
@@ -241,10 +242,11 @@ class LLMEngineer:
                 drafts = single(call, context, self.n)
             else:
                 drafts, diagnosis = team(call, context, self.n)
-        except BackendError as e:
+        except (BackendError, NoMoves) as e:
             self.last_prompt = {"prompts": call.prompts, "edits": self.edits, "error": str(e),
                                 "fallback": "rules"}
-            return self._fallback(context, f"backend error: {e}")
+            what = "backend error" if isinstance(e, BackendError) else "edit language"
+            return self._fallback(context, f"{what}: {e}")
         self.last_prompt = {"prompts": call.prompts, "edits": self.edits,
                             "diagnosis": diagnosis, "drafts": [
             {"reply": d.reply_text, "error": d.error, "verdict": d.verdict,

@@ -53,15 +53,16 @@ TRAINING = ("too_easy", "about_right", "too_hard")
 NO_CELL = "none"  # the weakest cell when there is no F
 ALL = "all"  # the key of a per-key move on every key
 MAX_MOVES = 3
-RATIONALE_CHARS = 80
+RATIONALE_CHARS = 60
 DIAGNOSIS = ("training", "weakest")
 MOVES = "moves"
 
 EDITS = ("auto", "moves", "values")
 SERVERS = ("openai", "vllm")  # strong models behind a server keep raw values under `auto`
-# A reply's default token limit per language; in moves, the longest reply the grammar admits
-# (the longest cell and moves, a rationale of one token per character) with room to spare.
-MAX_TOKENS = {"values": 320, "moves": 160}
+# A reply's default token limit per language. In moves it holds the longest reply the grammar
+# admits at one token per character (a constrained decoder may split words into characters),
+# so no reply is ever cut.
+MAX_TOKENS = {"values": 320, "moves": 288}
 
 Kind = Literal["number", "vector", "simplex", "range", "set"]
 OPS: dict[str, tuple[str, ...]] = {
@@ -85,6 +86,10 @@ def edit_language(edits: str, backend: str) -> str:
 
 class MoveError(ValueError):
     """A move string that names no admitted move; the message says why."""
+
+
+class NoMoves(ValueError):
+    """No move changes the current config (no editable knob can move)."""
 
 
 @dataclass(frozen=True)
@@ -298,7 +303,7 @@ def moves_schema(space: ConfigSpace, current: Mapping[str, Any],
     admitted moves, a rationale of at most `RATIONALE_CHARS` characters; all required."""
     moves = admitted(space, current)
     if not moves:
-        raise ValueError("no move changes this config (no editable knob can move)")
+        raise NoMoves("no move changes this config (no editable knob can move)")
     props: dict[str, Any] = diagnosis_schema(cells) if diagnosis else {}
     props[MOVES] = {"type": "array", "items": {"enum": moves}, "minItems": 1,
                     "maxItems": MAX_MOVES}

@@ -314,3 +314,37 @@ def test_the_team_in_moves_verifies_all_drafts_once_and_the_critic_reads_the_sco
     assert props[0].values["wait_ratio"] == [0.25] * 8  # the critic's revision
     assert eng.last_prompt["diagnosis"] == "training too_easy; weakest none"
     assert eng.max_tokens == mv.MAX_TOKENS["moves"]
+
+
+def test_a_space_where_nothing_can_move_falls_back_to_the_rules_engineer() -> None:
+    from designer.engineer.context import Context, ContextBuilder
+    from designer.engineer.engineers import LLMEngineer
+    from jaxenv.config_space import ConfigSpace, Knob
+
+    space = ConfigSpace([Knob(name="x", kind="float", low=0.5, high=0.5, default=0.5,
+                              description="A knob with one value.")], dict)
+    assert mv.admitted(space, space.default()) == []
+    ctx = Context(stage=1, stages_total=6, env_steps_per_stage=10, env_steps_so_far=20,
+                  current=space.default(), space=space)
+
+    class Never:
+        name, model, constrained = "never", "called", True
+
+        def generate(self, *a, **kw):
+            raise AssertionError("no prompt is sent when no move is admitted")
+
+    eng = LLMEngineer(Never(), ContextBuilder(token_budget=10**6), edits="moves")
+    props = eng.propose(ctx)
+    assert props and props[0].source == "rules (fallback)"
+    assert "no move changes this config" in eng.last_fallback
+
+
+@pytest.mark.parametrize("name", list(SPACES))
+def test_the_longest_reply_the_grammar_admits_fits_the_token_limit(name) -> None:
+    """At one token per character (the worst a constrained decoder does), never cut."""
+    space = SPACES[name]
+    cur = random_values(space, np.random.default_rng(1))
+    moves = sorted(mv.admitted(space, cur), key=len)[-mv.MAX_MOVES:]
+    longest = {"training": max(mv.TRAINING, key=len), "weakest": "x" * 40, "moves": moves,
+               "rationale": "x" * mv.RATIONALE_CHARS}
+    assert len(json.dumps(longest, separators=(",", ":"))) <= mv.MAX_TOKENS["moves"]
