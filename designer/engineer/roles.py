@@ -19,7 +19,8 @@ knob list (`$knobs`: the admitted moves in the moves language) and the answer in
   when the context can verify) before it keeps, revises (with moves) or rejects it.
 
 Replies are data: parsed against the schema and applied with `designer.engineer.edits.apply_edit`
-(constrained replies through `parse`, others through `project`), never executed.
+(constrained replies through `parse`, others through `project`) or, in moves,
+`designer.engineer.moves.apply_moves`, never executed.
 """
 
 from __future__ import annotations
