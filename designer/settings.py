@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from designer.engineer.context import parse_modules
 from designer.engineer.engineers import NAMES as ENGINEERS
+from designer.engineer.moves import EDITS, edit_language
 from designer.llm import NAMES as BACKENDS
 from designer.run.selection import SELECT
 from designer.stage_settings import (
@@ -114,8 +115,15 @@ class RunSettings(Strict):
                                  "paper's ablation V3; off: the model anchors on it).")
     token_budget: int = Field(1600, ge=200, le=1_000_000, description="Prompt token budget.",
                               json_schema_extra=flag("token-budget"))
-    max_tokens: int = Field(320, ge=16, le=8192, description="Tokens per LLM reply.",
-                            json_schema_extra=flag("max-tokens"))
+    edits: Literal[EDITS] = Field("auto", description="The engineer's edit language "
+                                  "(designer.engineer.moves): moves (a diagnosis and 1 to 3 "
+                                  "moves), values (raw values), or auto: moves for the embedded "
+                                  "model and local decoders, values for servers (openai, vllm).",
+                                  json_schema_extra=flag("edits", legacy="values"))
+    max_tokens: int | None = Field(None, ge=16, le=8192, description="Tokens per LLM reply "
+                                   "(default: the edit language's, "
+                                   "designer.engineer.moves.MAX_TOKENS).",
+                                   json_schema_extra=flag("max-tokens"))
     stages: int = Field(6, ge=1, le=1000, description="Stages (round 0 included).",
                         json_schema_extra=flag("stages"))
     stage_steps: int = Field(4_096_000, ge=1, le=10**12,
@@ -237,6 +245,12 @@ class RunSettings(Strict):
         if v is not None and not _exists(v, file=True):
             raise ValueError(f"no such guidelines file: {v}")
         return v
+
+    @property
+    def edit_language(self) -> str:
+        """The language the engineer's replies use (`edits`, with ``auto`` resolved: the
+        `self` engineer's checkpoint is a local decoder)."""
+        return edit_language(self.edits, "self" if self.engineer == "self" else self.backend)
 
     @property
     def num_updates(self) -> int:

@@ -251,10 +251,9 @@ class ContextBuilder:
 
     def _messages(self, ctx: Context, template_name: str, state: dict,
                   fields: Mapping[str, str]) -> list[dict[str, str]]:
-        user = template(template_name).safe_substitute(
-            stage=str(ctx.stage), knobs=knobs_text(ctx.space),
-            current=config_text(editable_values(ctx.space, ctx.current)),
-            sections=self.sections(ctx, **state), **fields)
+        subs = {"stage": str(ctx.stage), "knobs": knobs_text(ctx.space),
+                "current": config_text(editable_values(ctx.space, ctx.current)), **fields}
+        user = template(template_name).safe_substitute(subs, sections=self.sections(ctx, **state))
         system = (PROMPTS / "system.md").read_text().strip()
         return [{"role": "system", "content": system}, {"role": "user", "content": user.strip()}]
 

@@ -95,6 +95,8 @@ class EditOutcome:
     rejection: str | None = None
     constrained: bool = True
     changed: list[str] = field(default_factory=list)  # knobs whose value the edit changed
+    diagnosis: dict[str, str] | None = None  # the moves language's diagnosis
+    moves: list[str] = field(default_factory=list)  # the moves that applied, in order
 
     @property
     def ok(self) -> bool:
@@ -105,7 +107,9 @@ class EditOutcome:
         return {"values": self.values, "rationale": self.rationale,
                 "adjustments": [a.model_dump() for a in self.adjustments],
                 "rejection": self.rejection, "constrained": self.constrained,
-                "changed": list(self.changed)}
+                "changed": list(self.changed),
+                **({"diagnosis": self.diagnosis, "moves": list(self.moves)}
+                   if self.diagnosis is not None or self.moves else {})}
 
 
 def apply_edit(space: ConfigSpace, reply: str | Mapping[str, Any],
@@ -126,7 +130,7 @@ def apply_edit(space: ConfigSpace, reply: str | Mapping[str, Any],
         return EditOutcome(None, "", [], f"unusable reply: {e.message}", constrained)
     obj = dict(obj)
     adjustments: list[Adjustment] = []
-    rationale = _rationale(obj.pop(RATIONALE, ""), adjustments)
+    rationale = clean_rationale(obj.pop(RATIONALE, ""), adjustments)
     try:
         if constrained:
             values = space.parse(obj, full_base, adjustments=adjustments, on_grid=True)
@@ -136,21 +140,28 @@ def apply_edit(space: ConfigSpace, reply: str | Mapping[str, Any],
     except ConfigError as e:
         why = f"unusable reply: {e.message}" if e.field == "<edit>" else str(e)
         return EditOutcome(None, rationale, adjustments, why, constrained)
-    changed = [k.name for k in space.knobs if not _close(values[k.name], full_base[k.name])]
-    return EditOutcome(values, rationale, adjustments, None, constrained, changed)
+    return EditOutcome(values, rationale, adjustments, None, constrained,
+                       changed_knobs(space, values, full_base))
 
 
-def _rationale(raw: Any, adjustments: list[Adjustment]) -> str:
+def changed_knobs(space: ConfigSpace, values: Mapping[str, Any],
+                  base: Mapping[str, Any]) -> list[str]:
+    """The knobs whose value differs between `values` and `base`, in the space's order."""
+    return [k.name for k in space.knobs if not _close(values[k.name], base[k.name])]
+
+
+def clean_rationale(raw: Any, adjustments: list[Adjustment],
+                    max_chars: int = RATIONALE_CHARS) -> str:
     """The rationale as bounded printable ASCII; any change to it is recorded."""
     if not isinstance(raw, str):
         adjustments.append(Adjustment(field=RATIONALE, before=raw, after="",
                                       reason="not a string; dropped"))
         return ""
-    cut = raw[:RATIONALE_CHARS]
+    cut = raw[:max_chars]
     clean = _NOT_PRINTABLE.sub("?", _WHITESPACE.sub(" ", cut))
     reasons = []
-    if len(raw) > RATIONALE_CHARS:
-        reasons.append(f"cut to {RATIONALE_CHARS} characters")
+    if len(raw) > max_chars:
+        reasons.append(f"cut to {max_chars} characters")
     if clean != cut:
         reasons.append("non-printable characters replaced")
     if reasons:

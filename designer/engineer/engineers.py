@@ -207,11 +207,17 @@ class LLMEngineer:
     verified = True
 
     def __init__(self, backend: Any, builder: Any, *, roles: str = "single", n: int = 4,
-                 max_tokens: int = 200, seed: int = 0, curriculum: Any = None):
+                 max_tokens: int | None = None, seed: int = 0, curriculum: Any = None,
+                 edits: str = "values"):
+        from designer.engineer.moves import MAX_TOKENS
+
         if roles not in ("single", "team"):
             raise ValueError(f"roles must be 'single' or 'team', got {roles!r}")
-        self.backend, self.builder, self.roles = backend, builder, roles
-        self.n, self.max_tokens, self.seed = n, max_tokens, seed
+        if edits not in MAX_TOKENS:
+            raise ValueError(f"edits must be one of {', '.join(MAX_TOKENS)}, got {edits!r}")
+        self.backend, self.builder, self.roles, self.edits = backend, builder, roles, edits
+        self.n, self.seed = n, seed
+        self.max_tokens = MAX_TOKENS[edits] if max_tokens is None else max_tokens
         self.fallback = RulesEngineer(curriculum)
         self.last_prompt: dict[str, Any] | None = None
         self.last_fallback: str | None = None
@@ -223,11 +229,12 @@ class LLMEngineer:
         return bool(getattr(self.backend, "constrained", False))
 
     def propose(self, context: Any) -> list[Proposal]:
+        from designer.engineer.moves import NoMoves
         from designer.engineer.roles import RoleCall, single, team
         from designer.llm import BackendError
 
         call = RoleCall(self.backend, self.builder, self.constrained, self.max_tokens,
-                        seed=self.seed * 1000 + 10 * context.stage)
+                        seed=self.seed * 1000 + 10 * context.stage, language=self.edits)
         diagnosis = None
         self.last_fallback = None
         try:
@@ -235,13 +242,18 @@ class LLMEngineer:
                 drafts = single(call, context, self.n)
             else:
                 drafts, diagnosis = team(call, context, self.n)
-        except BackendError as e:
-            self.last_prompt = {"prompts": call.prompts, "error": str(e), "fallback": "rules"}
-            return self._fallback(context, f"backend error: {e}")
-        self.last_prompt = {"prompts": call.prompts, "diagnosis": diagnosis, "drafts": [
+        except (BackendError, NoMoves) as e:
+            self.last_prompt = {"prompts": call.prompts, "edits": self.edits, "error": str(e),
+                                "fallback": "rules"}
+            what = "backend error" if isinstance(e, BackendError) else "edit language"
+            return self._fallback(context, f"{what}: {e}")
+        self.last_prompt = {"prompts": call.prompts, "edits": self.edits,
+                            "diagnosis": diagnosis, "drafts": [
             {"reply": d.reply_text, "error": d.error, "verdict": d.verdict,
              "rationale": d.rationale, "log_ids": d.log_ids,
-             "adjustments": [a.model_dump() for a in getattr(d.outcome, "adjustments", [])]}
+             "adjustments": [a.model_dump() for a in getattr(d.outcome, "adjustments", [])],
+             **({"moves": d.outcome.moves, "moves_diagnosis": d.outcome.diagnosis}
+                if self.edits == "moves" and d.outcome is not None else {})}
             for d in drafts]}
         source = f"llm:{getattr(self.backend, 'name', '?')}/{getattr(self.backend, 'model', '?')}"
         props = [Proposal(values=d.values, rationale=d.rationale, source=source,
@@ -329,7 +341,8 @@ def _model_engineer(s: Any, *, folder: Any, backend: Any, task: Any, trainee: An
                              count_tokens=getattr(backend, "count_tokens", None))
     eng = LLMEngineer(backend, builder, roles=s.roles, n=s.candidates,
                       max_tokens=s.max_tokens, seed=s.seed,
-                      curriculum=None if task is None else task.curriculum)
+                      curriculum=None if task is None else task.curriculum,
+                      edits=s.edit_language)
     if learn is None or not learn.enabled:
         return eng
     return _learning(eng, s, folder)
@@ -398,7 +411,8 @@ def _self_engineer(s: Any, folder: Any, task: Any, trainee: Any) -> SelfEngineer
     log = CallLog(None if folder is None else folder.path / "calls.jsonl")
     eng = SelfEngineer(trainee, None, export_dir=root / "model", log=log, roles=s.roles,
                        n=s.candidates, max_tokens=s.max_tokens, seed=s.seed,
-                       curriculum=None if task is None else task.curriculum)
+                       curriculum=None if task is None else task.curriculum,
+                       edits=s.edit_language)
     guidelines = s.guidelines or (None if task is None else task.guidelines)
     eng.builder = ContextBuilder(s.context, guidelines=guidelines, history_k=s.history_k,
                                  history_round0=s.history_round0, token_budget=s.token_budget,

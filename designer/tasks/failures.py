@@ -28,6 +28,11 @@ class Failures(Protocol):
 
     def failures_by_key(self, knob: str) -> dict[str, float] | None: ...
 
+    def cell_labels(self) -> list[str]:
+        """The labels of F's table cells (agents x size, parameter bins), weakest first: what
+        a diagnosis of the moves language may name as the weakest."""
+        ...
+
 
 def training_lines(train: Mapping[str, float], *, episodes: str, ok: str,
                    others: str) -> list[str]:

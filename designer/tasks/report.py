@@ -36,7 +36,10 @@ class Run:
         s = self.settings
         if s["engineer"] != "llm":
             return s["engineer"]
-        return f"llm ({s['roles']}, {s['context']})"
+        from designer.engineer.moves import edit_language
+
+        language = edit_language(s.get("edits", "values"), s.get("backend", "transformers"))
+        return f"llm ({s['roles']}, {s['context']}, {language})"
 
     @property
     def final(self) -> dict[str, Any] | None:

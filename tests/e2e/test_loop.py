@@ -268,8 +268,9 @@ def test_a_backend_that_fails_mid_run_ends_on_the_fallback(tmp_path, monkeypatch
     from designer.settings import RunSettings
 
     s = RunSettings.model_validate({
-        "engineer": "llm", "stages": 3, "stage_steps": 2048, "candidates": 2, "seed": 3,
-        "trainee": {**SETTINGS["trainee"], "num_envs": 64, "hidden": 16},
+        "engineer": "llm", "edits": "values", "stages": 3, "stage_steps": 2048,
+        "candidates": 2, "seed": 3, "trainee": {**SETTINGS["trainee"], "num_envs": 64,
+                                                "hidden": 16},
         "verify": {"k": 2, "episodes": 16}})
     backend = DiesAfterFirstCall()
     ClosedLoop(s, tmp_path / "run", backend=backend).run()

@@ -80,6 +80,12 @@ class ControlFailures:
     def failures_by_key(self, knob: str) -> dict[str, float] | None:
         return None  # no simplex knob in a control family
 
+    def cell_labels(self) -> list[str]:
+        """Every parameter bin with episodes as "param lo-hi", lowest success first."""
+        return list(dict.fromkeys(
+            f"{p} {r['value_lo']:.3g}-{r['value_hi']:.3g}"
+            for p, r in self.worst_bins(k=sum(map(len, self.by_param.values())))))
+
 
 def control_failures(validation: Any, train: dict[str, float], *, n_traj: int = 3,
                      seed: int = 0) -> ControlFailures:

@@ -54,6 +54,11 @@ class MAPFFailures:
             return None
         return {str(s): float(sum(d.values())) for s, d in self.causes_by_size.items()}
 
+    def cell_labels(self) -> list[str]:
+        """Every agents x size cell as "K agents NxN", lowest valid % first."""
+        cells = [(c[0], k, s) for k, d in self.by_cell.items() for s, c in d.items()]
+        return [f"{k} agents {s}x{s}" for _, k, s in sorted(cells)]
+
     def render(self, *, n_traj: int, sizes: int | None, cells: bool = True) -> str:
         """Training success first, then validation: overall, the agents x size table (rows and
         columns labelled), its weakest cells, the causes by map size, failure trajectories."""

