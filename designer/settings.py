@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from designer.engineer.context import parse_modules
 from designer.engineer.engineers import NAMES as ENGINEERS
-from designer.engineer.moves import EDITS, edit_language
+from designer.engineer.moves import EDITS, TOKEN_BUDGET, edit_language
 from designer.llm import NAMES as BACKENDS
 from designer.run.selection import SELECT
 from designer.stage_settings import (
@@ -113,8 +113,10 @@ class RunSettings(Strict):
     history_k: int = Field(3, ge=0, le=100, description="Stages of history (H) shown.")
     history_round0: bool = Field(False, description="Show round 0's config in H too (the "
                                  "paper's ablation V3; off: the model anchors on it).")
-    token_budget: int = Field(1600, ge=200, le=1_000_000, description="Prompt token budget.",
-                              json_schema_extra=flag("token-budget"))
+    token_budget: int | None = Field(None, ge=200, le=1_000_000, description="Prompt token "
+                                     "budget (default: the edit language's, "
+                                     "designer.engineer.moves.TOKEN_BUDGET).",
+                                     json_schema_extra=flag("token-budget"))
     edits: Literal[EDITS] = Field("auto", description="The engineer's edit language "
                                   "(designer.engineer.moves): moves (a diagnosis and 1 to 3 "
                                   "moves), values (raw values), or auto: moves for the embedded "
@@ -251,6 +253,12 @@ class RunSettings(Strict):
         """The language the engineer's replies use (`edits`, with ``auto`` resolved: the
         `self` engineer's checkpoint is a local decoder)."""
         return edit_language(self.edits, "self" if self.engineer == "self" else self.backend)
+
+    @property
+    def prompt_budget(self) -> int:
+        """The prompt's token budget: `token_budget`, or the edit language's default."""
+        return TOKEN_BUDGET[self.edit_language] if self.token_budget is None \
+            else self.token_budget
 
     @property
     def num_updates(self) -> int:

@@ -337,7 +337,7 @@ def _model_engineer(s: Any, *, folder: Any, backend: Any, task: Any, trainee: An
         backend = open_backend(s, None if folder is None else folder.path / "calls.jsonl")
     guidelines = s.guidelines or (None if task is None else task.guidelines)
     builder = ContextBuilder(s.context, guidelines=guidelines, history_k=s.history_k,
-                             history_round0=s.history_round0, token_budget=s.token_budget,
+                             history_round0=s.history_round0, token_budget=s.prompt_budget,
                              count_tokens=getattr(backend, "count_tokens", None))
     eng = LLMEngineer(backend, builder, roles=s.roles, n=s.candidates,
                       max_tokens=s.max_tokens, seed=s.seed,
@@ -415,6 +415,6 @@ def _self_engineer(s: Any, folder: Any, task: Any, trainee: Any) -> SelfEngineer
                        edits=s.edit_language)
     guidelines = s.guidelines or (None if task is None else task.guidelines)
     eng.builder = ContextBuilder(s.context, guidelines=guidelines, history_k=s.history_k,
-                                 history_round0=s.history_round0, token_budget=s.token_budget,
+                                 history_round0=s.history_round0, token_budget=s.prompt_budget,
                                  count_tokens=eng.backend.count_tokens)
     return eng

@@ -63,6 +63,10 @@ SERVERS = ("openai", "vllm")  # strong models behind a server keep raw values un
 # admits at one token per character (a constrained decoder may split words into characters),
 # so no reply is ever cut.
 MAX_TOKENS = {"values": 320, "moves": 288}
+# A prompt's default token budget per language: a moves prompt is read by a small local model,
+# for which the prompt's pass is most of a reply's time and a failure trajectory is noise (the
+# context's cut order drops trajectories and old history first).
+TOKEN_BUDGET = {"values": 1600, "moves": 1024}
 
 Kind = Literal["number", "vector", "simplex", "range", "set"]
 OPS: dict[str, tuple[str, ...]] = {

@@ -109,7 +109,7 @@ class ClosedLoop:
                                       guidelines=settings.guidelines or self.task.guidelines,
                                       history_k=settings.history_k,
                                       history_round0=settings.history_round0,
-                                      token_budget=settings.token_budget,
+                                      token_budget=settings.prompt_budget,
                                       count_tokens=getattr(self.engineer, "count_tokens", None))
         self.first = first
         self.verify_episodes = 0

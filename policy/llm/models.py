@@ -52,10 +52,33 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "envengineer"
 
 
+MAX_THREADS = 8  # a small model's matrix products stop gaining from more threads
+
+
 def default_threads() -> int:
-    """Half the cores: decoding a small model runs tiny matrix products, and torch's thread
-    pool collapses when it competes for every core (with JAX, or another job)."""
-    return max(1, (os.cpu_count() or 2) // 2)
+    """The cores no other task is running on now, at least one and at most `MAX_THREADS`.
+
+    torch's thread pool collapses when its threads compete for busy cores (with another job,
+    or another test worker), while on idle cores a prompt's pass scales with them. The loop
+    asks its engineer between JAX phases, so the count of runnable tasks the kernel reports
+    (`/proc/loadavg`, this process included) tells how many cores are free; where it cannot
+    be read, half the cores.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else os.cpu_count() or 1
+    try:
+        running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        running = None
+    return free_threads(cores, running)
+
+
+def free_threads(cores: int, running: int | None) -> int:
+    """Threads for `cores` cores while `running` tasks are runnable (this one included), or
+    half the cores when that count is unknown."""
+    if running is None:
+        return max(1, cores // 2)
+    return max(1, min(cores - max(running - 1, 0), MAX_THREADS))
 
 
 def _file_hash(path: Path) -> str:

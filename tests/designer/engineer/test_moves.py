@@ -348,3 +348,36 @@ def test_the_longest_reply_the_grammar_admits_fits_the_token_limit(name) -> None
     longest = {"training": max(mv.TRAINING, key=len), "weakest": "x" * 40, "moves": moves,
                "rationale": "x" * mv.RATIONALE_CHARS}
     assert len(json.dumps(longest, separators=(",", ":"))) <= mv.MAX_TOKENS["moves"]
+
+
+@pytest.mark.parametrize("name", sorted(SPACES))
+def test_a_moves_prompt_with_a_full_f_fits_the_moves_token_budget(name) -> None:
+    """The moves language's default budget holds every family's prompt, with an F table of
+    four bins per range (or MAPF's full table): cuts may drop optional parts, never fail."""
+    from designer.engineer.context import Context, ContextBuilder
+    from designer.engineer.roles import RoleCall, single
+    from designer.tasks.control.failures import ControlFailures
+
+    space = SPACES[name]
+    f = None
+    if name.startswith("control-"):
+        ranges = [t for t in mv.targets(space) if t.kind == "range"]
+        rows = {t.name: [{"value_lo": 0.1 * i, "value_hi": 0.1 * i + 0.1, "n": 16,
+                          "success": 25.0 * i, "normalized_return": 0.2 * i}
+                         for i in range(4)] for t in ranges}
+        f = ControlFailures(split="validation", family=name, n=64, success=40.0,
+                            normalized_return=0.5, endings={"time_limit": 0.4, "angle": 0.6},
+                            failed_endings={"angle": 38}, by_param=rows,
+                            train={"success_rate": 0.5, "cause_angle": 0.5})
+    ctx = Context(stage=2, stages_total=6, env_steps_per_stage=10, env_steps_so_far=30,
+                  current=space.default(), space=space, failures=f,
+                  train={"success_rate": 0.5})
+
+    class Echo:
+        def generate(self, messages, schema, **kw):
+            return []
+
+    builder = ContextBuilder(token_budget=mv.TOKEN_BUDGET["moves"])
+    call = RoleCall(Echo(), builder, True, 96, 0, language="moves")
+    single(call, ctx, 1)
+    assert call.prompts[0]["tokens"] <= mv.TOKEN_BUDGET["moves"] < mv.TOKEN_BUDGET["values"]

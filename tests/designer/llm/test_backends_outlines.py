@@ -187,3 +187,11 @@ def test_llamacpp_constrained_replies_apply() -> None:
     assert [r.text for r in again] == [r.text for r in replies]
     cut = b.generate(messages(0), SCHEMA, n=1, max_tokens=2, seed=1)
     assert cut[0].error.startswith("cut at max_tokens=2")
+
+
+@pytest.mark.parametrize("cores,running,threads", [(2, 1, 2), (2, 2, 1), (2, 9, 1), (4, 2, 3),
+                                                   (32, 1, 8), (2, None, 1), (8, None, 4)])
+def test_the_model_takes_the_cores_no_other_task_runs_on(cores, running, threads) -> None:
+    from policy.llm.models import free_threads
+
+    assert free_threads(cores, running) == threads
