@@ -119,15 +119,22 @@ class RoleCall:
             reply_diagnosis: bool = True, **fields: str) -> list:
         """`n` replies to `template` under `schema`; `reply_diagnosis`: the moves reply writes
         the diagnosis itself (no analyst's to read)."""
-        fields.setdefault("answer", answer(self.language, template, _cells(ctx),
-                                           reply_diagnosis))
-        if self.language == "moves":
-            fields.setdefault("knobs", mv.menu(ctx.space, ctx.current))
+        fields = {**prompt_fields(self.language, ctx, template, reply_diagnosis), **fields}
         prompt = self.builder.render(ctx, template, **fields)
         self.prompts.append({"template": template, "messages": prompt.messages,
                              "tokens": prompt.tokens, "cuts": prompt.cuts})
         return self.backend.generate(prompt.messages, schema, n=n, max_tokens=self.max_tokens,
                                      seed=self.seed + len(self.prompts))
+
+
+def prompt_fields(language: str, ctx: Context, template: str = "single.md",
+                  reply_diagnosis: bool = True) -> dict[str, str]:
+    """The template fields that depend on the edit language: the answer instructions and, in
+    moves, the admitted moves as the knob list."""
+    fields = {"answer": answer(language, template, _cells(ctx), reply_diagnosis)}
+    if language == "moves":
+        fields["knobs"] = mv.menu(ctx.space, ctx.current)
+    return fields
 
 
 def _cells(ctx: Context) -> list[str] | None:

@@ -130,6 +130,19 @@ class ClosedLoop:
         return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(self.s.seed), stage),
                                   what)
 
+    def _prompt_fields(self, ctx: Context) -> dict[str, str]:
+        """The language-dependent fields of the prompt recorded for an engineer that asks no
+        LLM: the run's edit language for a model engineer, raw values otherwise; none where
+        no move can change the config."""
+        from designer.engineer.moves import NoMoves
+        from designer.engineer.roles import prompt_fields
+
+        model = self.s.engineer in ("llm", "self")
+        try:
+            return prompt_fields(self.s.edit_language if model else "values", ctx)
+        except NoMoves:
+            return {}
+
     def verify(self, policy: Any, stage: int, current: dict) -> Callable:
         def run(cands: list[dict]) -> list:
             n = -(-len(cands) // self.scorer.k) * self.scorer.k
@@ -334,7 +347,7 @@ class ClosedLoop:
         heldout = None if held is None else held.table.to_dict()
         f.write_json(rel / "heldout.json", {"split": "heldout", "table": heldout})
         f.write_json(rel / "context.json", getattr(self.engineer, "last_prompt", None) or {
-            "rendered": self.builder.render(ctx).messages})
+            "rendered": self.builder.render(ctx, **self._prompt_fields(ctx)).messages})
         f.write_json(rel / "candidates.json", [
             {**p.__dict__, "score": sc.to_dict()} for p, sc in zip(proposals, scores)])
         f.write_json(rel / "choice.json", choice)
