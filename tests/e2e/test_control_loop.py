@@ -52,6 +52,7 @@ def test_cartpole_run_folder_report_and_robustness_table(cartpole_run):
     text = ctx["rendered"][1]["content"]
     assert "length_min" in text and "## F: failures on the validation set" in text
     assert "hole" not in text  # nothing of MAPF leaks into a control prompt
+    assert "$" not in text  # every template field is filled, the answer's included
 
 
 @pytest.mark.slow
