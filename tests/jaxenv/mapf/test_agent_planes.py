@@ -95,6 +95,7 @@ def test_planes_equal_cell_by_cell_references(seed):
     assert obs_off.priority is None and obs_off.intent is None
 
 
+@pytest.mark.slow
 def test_the_planes_follow_the_steps_and_the_first_agent_ranks_first():
     """After random steps (auto-resets included) both planes are the references' for the new
     positions; agent 0 never sees an agent above it."""

@@ -145,6 +145,7 @@ def test_without_the_flag_the_observation_is_unchanged():
     assert "cost_to_go" not in OFF.observation_space().spaces
 
 
+@pytest.mark.slow
 def test_the_evaluator_plays_stored_levels_with_or_without_distances():
     """Levels from disk have no distances: a cost-to-go env adds them (`prepare_levels`), and
     an env without the option drops distances it does not read. A scripted policy that follows
