@@ -21,6 +21,7 @@ CAP = Capacity(max_size=4, max_agents=2, max_steps=8, label_waits=False)
 ENV = MAPFFrozenLake(CAP)
 
 
+@pytest.mark.slow
 def test_log_wrapper_runs_on_the_team_reward_view_under_scan():
     """gymnax's LogWrapper keeps a scalar return in its carry: the team view gives it one."""
     env = LogWrapper(TeamReward(ENV))
