@@ -147,6 +147,7 @@ def test_every_engineer_proposes_valid_control_configs(engineer):
         assert task.space.validate(p.values) == p.values
 
 
+@pytest.mark.slow
 def test_constrained_edits_of_a_control_space_all_apply():
     pytest.importorskip("outlines")
     from designer.engineer.edits import RATIONALE, edit_schema

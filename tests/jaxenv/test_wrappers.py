@@ -21,6 +21,7 @@ CAP = Capacity(max_size=4, max_agents=2, max_steps=8, label_waits=False)
 ENV = MAPFFrozenLake(CAP)
 
 
+@pytest.mark.slow
 def test_log_wrapper_runs_on_the_team_reward_view_under_scan():
     """gymnax's LogWrapper keeps a scalar return in its carry: the team view gives it one."""
     env = LogWrapper(TeamReward(ENV))
@@ -42,6 +43,7 @@ def test_log_wrapper_runs_on_the_team_reward_view_under_scan():
         start = t + 1
 
 
+@pytest.mark.slow
 def test_log_wrapper_over_a_batch_of_configs_with_a_pool():
     cs = ENV.config_space
     cfgs = cs.stack([cs.default(), dict(cs.default(), hole_ratio=[0.3, 0.3])])
@@ -72,6 +74,7 @@ def test_auto_reset_draws_from_its_sampler():
         assert np.array_equal(state.level.starts, fixed.starts)
 
 
+@pytest.mark.slow
 def test_env_step_is_the_auto_reset_wrapper():
     """MAPFFrozenLake.step is AutoReset(env).step: same keys, same states."""
     cfg = ENV.default_params

@@ -73,6 +73,7 @@ def test_a_network_without_the_env_mask_says_so():
         ActorCritic(hidden=8, mask_actions=True).apply(params, x)
 
 
+@pytest.mark.slow
 def test_training_with_masking_runs_and_never_leaves_the_grid():
     net = ActorCritic(hidden=16, mask_actions=True)
     hp = Hparams(num_envs=32, num_steps=16, num_updates=4, update_epochs=1, num_minibatches=2,

@@ -29,6 +29,7 @@ def test_derived_physics_follow_the_knobs(setup):
     assert "tau" not in cs.json_schema()["properties"]  # the integration step is a rule
 
 
+@pytest.mark.slow
 def test_ppo_learns_cartpole_with_per_env_physics(setup):
     env, cs, tr = setup
     base = cs.default()

@@ -94,6 +94,7 @@ class Bandit(environment.Environment):
         return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
 
 
+@pytest.mark.slow
 def test_ppo_learns_a_continuous_bandit():
     """The greedy action must follow the observed target (squared error far below chance)."""
     hp = Hparams(num_envs=64, num_steps=8, num_updates=20, update_epochs=4, num_minibatches=2,
@@ -125,6 +126,7 @@ class Pendulum(pendulum.Pendulum):
         lambda v: pendulum.EnvParams(m=jnp.float32(v["m"])))
 
 
+@pytest.mark.slow
 def test_pendulum_trains_per_env_physics_and_records_float_actions():
     env = Pendulum()
     hp = Hparams(num_envs=8, num_steps=16, num_updates=2, num_minibatches=2)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -61,17 +63,24 @@ def test_attention_matches_the_pairwise_reference(seed, n_real, radius):
     np.testing.assert_allclose(got, _reference(params, h, mask, pos, radius), atol=1e-4)
 
 
+@functools.cache
+def _jitted_layer():
+    """The radius-free layer, its apply jitted once: every example has the same shapes."""
+    m, params = _layer()
+    return jax.jit(m.apply), params
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.permutations(list(range(5))), st.integers(0, 2**31 - 1))
 def test_permuting_agents_permutes_outputs(perm, seed):
-    m, params = _layer()
+    apply, params = _jitted_layer()
     rng = np.random.default_rng(seed)
     h = rng.normal(size=(5, H)).astype(np.float32)
     pos = rng.uniform(0, 1, size=(5, 2)).astype(np.float32)
     mask = rng.uniform(size=5) < 0.7
     perm = np.asarray(perm)
-    out = np.asarray(m.apply(params, h, mask, pos))
-    out_p = np.asarray(m.apply(params, h[perm], mask[perm], pos[perm]))
+    out = np.asarray(apply(params, h, mask, pos))
+    out_p = np.asarray(apply(params, h[perm], mask[perm], pos[perm]))
     np.testing.assert_allclose(out_p, out[perm], atol=1e-5)
 
 

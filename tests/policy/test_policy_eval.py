@@ -104,6 +104,7 @@ def test_timeout_and_oob(env, evaluator):
                      jax.random.PRNGKey(0)), cases)
 
 
+@pytest.mark.slow
 def test_outcomes_agree_with_the_plan_verifier(env):
     from jaxenv.mapf.plans import verify_plan
 

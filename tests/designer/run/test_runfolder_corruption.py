@@ -5,6 +5,7 @@ One tiny run is built once for the module (an LLM engineer whose backend is dead
 also holds a call log and a fallback). Each case copies it, damages one file (truncated,
 garbage, the wrong JSON type, one flipped bit, zeroed) and reads it the way `resume`, `eval`
 and `report` do (`RunFolder.verify`, `designer.report.load_run`), or runs the command.
+The run's training, held-out and verification compiles make the module `slow`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from designer.run.folder import RunCorrupt, RunFolder
+
+pytestmark = pytest.mark.slow
 
 DERIVED = ("metrics.jsonl", "report.md", ".lock")  # rewritten from the stages, never read
 DAMAGES = ("truncate", "garbage", "wrong-type", "flip-first", "flip-middle", "flip-last", "zero")

@@ -140,6 +140,7 @@ def test_bad_signal_and_a_return_signal_without_returns_fail_clearly():
                    jax.random.PRNGKey(0))
 
 
+@pytest.mark.slow
 def test_mapf_scores_are_unchanged_by_the_graded_fields(verifier):
     """MAPF verifies on success: p is success, learnability p(1 - p) as before."""
     scores = verifier.score(toward_goal_policy(NET, ENV), [SPACE.default()], SPACE.default(),

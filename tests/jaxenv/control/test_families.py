@@ -4,6 +4,7 @@ is counted, and our steps are raw gymnax's steps under the same params."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -114,16 +115,24 @@ def test_steps_equal_raw_gymnax(name):
             break
 
 
+@functools.cache
+def _env_and_generate(name: str):
+    """One env and one jitted `generate` per family: every example has the same shapes, so
+    it compiles once, not once per example."""
+    env = make(name)
+    return env, jax.jit(env.generate)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(NAMES), st.integers(0, 2**31 - 1))
 def test_levels_lie_in_the_range_and_derived_fields_follow(name, seed):
     """Any config (min above max allowed): every drawn value lies between the two ends, every
     field is a float32/int32 array, and derived fields (CartPole's total mass and pole
     mass-length, Acrobot's centres of mass) are consistent with the drawn values."""
-    env = make(name)
+    env, generate = _env_and_generate(name)
     cs = env.config_space
     vals = random_values(cs, np.random.default_rng(seed))
-    level = jax.jit(env.generate)(jax.random.PRNGKey(seed), cs.to_config(vals))
+    level = generate(jax.random.PRNGKey(seed), cs.to_config(vals))
     lv = env.family.env_params(level)
     assert all(np.asarray(x).dtype in (np.float32, np.int32) for x in jax.tree.leaves(lv))
     for p in env.family.params:
@@ -142,12 +151,12 @@ def test_levels_lie_in_the_range_and_derived_fields_follow(name, seed):
 @given(st.floats(0.25, 3.0), st.floats(0.02, 1.0), st.floats(0.1, 2.0))
 def test_cartpole_derived_fields_follow_edits(masscart, masspole, length):
     """An edit of a mass or a length moves the derived fields with it (pinned ranges)."""
-    env = make("cartpole")
+    env, generate = _env_and_generate("cartpole")
     cs = env.config_space
     edit = {f"{k}_{e}": v for k, v in (("masscart", masscart), ("masspole", masspole),
                                        ("length", length)) for e in ("min", "max")}
     cfg = cs.to_config(dict(cs.default(), **edit))
-    lv = env.family.env_params(jax.jit(env.generate)(jax.random.PRNGKey(0), cfg))
+    lv = env.family.env_params(generate(jax.random.PRNGKey(0), cfg))
     assert math.isclose(lv.total_mass, np.float32(masscart) + np.float32(masspole), rel_tol=1e-6)
     assert math.isclose(lv.polemass_length, np.float32(masspole) * np.float32(length),
                         rel_tol=1e-6)

@@ -74,18 +74,22 @@ def references(level: Level, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return priority_reference(pos, k), intent_reference(holes, n, k, pos, goals)
 
 
+# Jitted once for every example's level (the same shapes each time).
+_reset_on, _reset_off = jax.jit(ON.reset_to_level), jax.jit(OFF.reset_to_level)
+
+
 @pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_planes_equal_cell_by_cell_references(seed):
     level, _ = random_level(np.random.default_rng(seed), S, A, shared_cell=0.3)
     key = jax.random.PRNGKey(0)
-    obs, state = ON.reset_to_level(key, level, ON.default_params)
+    obs, state = _reset_on(key, level, ON.default_params)
     prio, intent = references(level, np.asarray(level.starts))
     np.testing.assert_array_equal(np.asarray(obs.priority), prio)
     np.testing.assert_array_equal(np.asarray(obs.intent), intent)
     # The policy's input: today's four channels unchanged, then priority, then intent.
-    obs_off, state_off = OFF.reset_to_level(key, level, OFF.default_params)
+    obs_off, state_off = _reset_off(key, level, OFF.default_params)
     inp_on, inp_off = ON.agent_obs(obs, state), OFF.agent_obs(obs_off, state_off)
     assert inp_on.view.shape == (A, V, V, 6) and inp_off.view.shape == (A, V, V, 4)
     np.testing.assert_array_equal(np.asarray(inp_on.view[..., :4]), np.asarray(inp_off.view))
@@ -95,6 +99,7 @@ def test_planes_equal_cell_by_cell_references(seed):
     assert obs_off.priority is None and obs_off.intent is None
 
 
+@pytest.mark.slow
 def test_the_planes_follow_the_steps_and_the_first_agent_ranks_first():
     """After random steps (auto-resets included) both planes are the references' for the new
     positions; agent 0 never sees an agent above it."""

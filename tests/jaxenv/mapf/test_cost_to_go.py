@@ -62,12 +62,15 @@ def random_level(rng: np.random.Generator, s: int = S, a: int = A,
     return level, pos
 
 
+_reset_to_level = jax.jit(ON.reset_to_level)  # one compile for every example's level
+
+
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_cost_to_go_equals_a_plain_bfs(seed):
     rng = np.random.default_rng(seed)
     level, pos = random_level(rng)
-    obs, state = ON.reset_to_level(jax.random.PRNGKey(0), level, ON.default_params)
+    obs, state = _reset_to_level(jax.random.PRNGKey(0), level, ON.default_params)
     assert state.level.dist.shape == (A, S, S)
     want = reference(np.asarray(level.holes), int(level.size), int(level.n_agents), pos,
                      np.asarray(level.goals))
@@ -145,6 +148,7 @@ def test_without_the_flag_the_observation_is_unchanged():
     assert "cost_to_go" not in OFF.observation_space().spaces
 
 
+@pytest.mark.slow
 def test_the_evaluator_plays_stored_levels_with_or_without_distances():
     """Levels from disk have no distances: a cost-to-go env adds them (`prepare_levels`), and
     an env without the option drops distances it does not read. A scripted policy that follows

@@ -61,6 +61,7 @@ def test_level_guarantees(values_list, seed):
         assert holes.sum() == want or holes.sum() == 0 or (holes.sum() < want and k >= 2)
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None)
 @given(st.integers(0, 2**31 - 1))
 def test_two_agent_labels_are_exact(seed):

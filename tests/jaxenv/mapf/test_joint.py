@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +32,7 @@ def _instances(seed: int, count: int):
     return np.stack(frees), np.asarray(cells, np.int32)
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None)
 @given(st.integers(0, 2**31 - 1))
 def test_solve_pair_matches_plain_search(seed):

@@ -9,6 +9,8 @@ bytes.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,24 +72,35 @@ def _assert_tree_equal(a, b) -> None:
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+@functools.cache
+def _observers(cap: tuple[int, int, int]):
+    """The batched observers of one capacity, jitted once for all of its examples."""
+    env, rows_env = ENVS[cap], ROWS.get(cap)  # no packed rows beyond 32 columns
+    return (jax.jit(jax.vmap(env.get_obs)), jax.jit(jax.vmap(lambda s: ref_get_obs(env, s))),
+            jax.jit(jax.vmap(env.observer.global_state)),
+            jax.jit(jax.vmap(env.observer.packed_views)),
+            rows_env and jax.jit(jax.vmap(rows_env.observer.packed_views)))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cap", CAPS, ids=lambda c: f"S{c[0]}A{c[1]}r{c[2]}")
 @settings(max_examples=3, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_observations_equal_the_reference(cap, seed):
     env = ENVS[cap]
+    get_obs, ref_obs, global_state, packed_views, rows_packed_views = _observers(cap)
     state = random_states(env, np.random.default_rng(seed), 16)
-    obs = jax.jit(jax.vmap(env.get_obs))(state)
-    ref = jax.jit(jax.vmap(lambda s: ref_get_obs(env, s)))(state)
+    obs = get_obs(state)
+    ref = ref_obs(state)
     for k in ("view", "goal_vec", "agent_mask", "at_goal", "acting"):
         x, y = getattr(obs, k), ref[k]
         assert x.shape == y.shape and x.dtype == y.dtype, k
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=k)
-    glob = jax.jit(jax.vmap(env.observer.global_state))(state)
+    glob = global_state(state)
     np.testing.assert_array_equal(np.asarray(glob),
                                   np.asarray(jax.vmap(lambda s: ref_global_state(env, s))(state)))
     if packable(env.cap.max_size, env.cap.view_radius):
-        packed = jax.jit(jax.vmap(env.observer.packed_views))(state)
+        packed = packed_views(state)
         v = 2 * env.cap.view_radius + 1
         assert packed.shape == (16, env.cap.max_agents, v, 4) and packed.dtype == jnp.uint32
         np.testing.assert_array_equal(np.asarray(unpack(packed)), np.asarray(ref["view"]))
@@ -95,8 +108,8 @@ def test_observations_equal_the_reference(cap, seed):
         rows_env = ROWS[cap]
         with_rows = state.replace(level=rows_env.prepare_levels(state.level))
         assert with_rows.level.rows.shape == (16, 2, env.cap.max_size)
-        np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(rows_env.observer.packed_views))(
-            with_rows)), np.asarray(packed))
+        np.testing.assert_array_equal(np.asarray(rows_packed_views(with_rows)),
+                                      np.asarray(packed))
 
 
 @pytest.mark.parametrize("with_global", [False, True])
