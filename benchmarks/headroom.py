@@ -43,7 +43,7 @@ OPEN_CAPACITY = {"max_agents": 5}  # the open preset mixes 1 to 5 agents (at 2 i
 RANGE_ENDS = ("_min", "_max")  # a knob pair that bounds a range drawn per episode
 NARROW = 0.1  # a narrow range: nominal +- this share of the knob's bounds
 # Extremes at a knob's high end (more mass on later keys, higher numbers, wider ranges) run
-# first: the loop's stages grow too easy after two or three (training success near 0.9), so
+# first: the loop's stages grow too easy after a few (training success near its ceiling), so
 # the high end is where a static config most likely gains.
 HIGH_END = ("_high", "_last_half", "_wide")
 
