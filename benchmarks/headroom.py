@@ -309,22 +309,22 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    "names); the summary still lists every finished one")
     p.add_argument("--runs", type=Path, default=Path("/tmp/headroom"),
                    help="where the run folders go")
-    p.add_argument("--stop-at", default=None, help="UTC time HH:MM: start no run that would "
-                   "end after it (judged by the mean wall time of this study's runs so far)")
+    p.add_argument("--stop-at", default=None, help="UTC time HH:MM: start no config whose "
+                   "remaining seeds would end after it (judged by this study's last runs)")
     p.add_argument("--quick", action="store_true", help="a tiny budget: checks the pipeline")
     p.add_argument("--list", action="store_true", help="print the set and exit")
     return p.parse_args(argv)
 
 
-def time_left(stop_at: str, records: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether a run of the mean wall time of `records` (none yet: any) ends before `stop_at`
-    (UTC HH:MM today)."""
+def time_left(stop_at: str, records: Sequence[Mapping[str, Any]], runs: int) -> bool:
+    """Whether `runs` more runs end before `stop_at` (UTC HH:MM today), each as long as the
+    median of this study's last three (the first compiles what the others read from the
+    cache); before any run, yes."""
     h, m = (int(x) for x in stop_at.split(":"))
     now = time.gmtime()
     left = (h * 60 + m) * 60 - (now.tm_hour * 3600 + now.tm_min * 60 + now.tm_sec)
-    mean = (statistics.fmean(max(r["process_s"], r["wall_s"]) for r in records)
-            if records else 0.0)
-    return left > mean
+    last = [max(r["process_s"], r["wall_s"]) for r in records[-3:]]
+    return left > runs * (statistics.median(last) if last else 0.0)
 
 
 def _ints(text: str) -> list[int]:
@@ -378,9 +378,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for seed in seeds:
             if any(r["config"] == arm.name and r["seed"] == seed for r in records):
                 continue
-            if a.stop_at is not None and not time_left(a.stop_at, records):
-                print(f"stop: the next run ({arm.name} seed {seed}) would end after "
-                      f"{a.stop_at} UTC", flush=True)
+            missing = [x for x in seeds if not any(
+                r["config"] == arm.name and r["seed"] == x for r in records)]
+            if a.stop_at is not None and not time_left(a.stop_at, records, len(missing)):
+                print(f"stop: {arm.name}'s seeds {missing} would end after {a.stop_at} UTC",
+                      flush=True)
                 return write()
             t = time.perf_counter()
             r = run_arm(arm, seed, a.task, a.preset, a.quick,
