@@ -189,7 +189,7 @@ def _trainee(folder, seed=0, steps=2, checkpoint_dir=None, **small):
     lm, tok, _ = A.load_model(folder)
     stage = stages.draw(jax.random.key(0), stages.PRESETS["cpu"], 3)
     stage.reward_config = R.RewardConfig(free_tokens=1, max_tokens=25)
-    kw = dict(prompts_per_step=2, group=4, max_new_tokens=24, max_prompt_tokens=512) | small
+    kw = dict(prompts_per_step=2, group=4, max_new_tokens=24, max_prompt_tokens=640) | small
     s = GRPOSettings(steps=steps, **kw, temperature=1.0, learning_rate=1e-2, seed=seed,
                      checkpoint_dir=checkpoint_dir, checkpoint_every=1)
     return GRPOTrainee(lm, tok, stage, s)
