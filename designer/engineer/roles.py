@@ -38,7 +38,7 @@ DIAGNOSIS_SCHEMA = {
     "required": ["diagnosis"], "additionalProperties": False,
 }
 VERDICTS = ("accept", "revise", "reject")
-LANGUAGES = ("values", "moves")
+LANGUAGES = tuple(e for e in mv.EDITS if e != "auto")  # the languages a reply is written in
 
 # The answer instructions of each template (`$answer`), per edit language.
 _EDIT_VALUES = ('Write one JSON object: the knobs to change and a "rationale" (one or two '
