@@ -34,6 +34,7 @@ reason; a reply without one usable move, or with a diagnosis outside its enums, 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -350,6 +351,22 @@ _HINT = {("simplex", "down"): " (weight toward the first keys)",
 
 
 # ------------------------------------------------------------------------------ replies
+
+
+def reply(diagnosis: Mapping[str, str] | None, moves: Sequence[str], rationale: str = ""
+          ) -> dict[str, Any]:
+    """The reply object the grammar writes for a diagnosis and moves (a training target, a
+    replayed answer): `apply_moves` reads it back to the same edit."""
+    out: dict[str, Any] = dict(diagnosis or {})
+    out[MOVES] = [" ".join(m.split()) for m in moves]
+    out[RATIONALE] = rationale
+    return out
+
+
+def reply_text(diagnosis: Mapping[str, str] | None, moves: Sequence[str],
+               rationale: str = "") -> str:
+    """`reply` as the compact JSON text a constrained decoder writes (no whitespace)."""
+    return json.dumps(reply(diagnosis, moves, rationale), separators=(",", ":"))
 
 
 def apply_moves(space: ConfigSpace, reply: str | Mapping[str, Any],

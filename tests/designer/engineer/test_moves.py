@@ -381,3 +381,15 @@ def test_a_moves_prompt_with_a_full_f_fits_the_moves_token_budget(name) -> None:
     call = RoleCall(Echo(), builder, True, 96, 0, language="moves")
     single(call, ctx, 1)
     assert call.prompts[0]["tokens"] <= mv.TOKEN_BUDGET["moves"] < mv.TOKEN_BUDGET["values"]
+
+
+def test_a_rendered_reply_reads_back_to_the_same_moves_and_diagnosis() -> None:
+    space = SPACES["mapf-paper"]
+    cur = space.default()
+    by_target = {m.split()[1]: m for m in reversed(mv.admitted(space, cur))}
+    moves = list(by_target.values())[:2]  # two targets, one move each
+    diag = {"training": "too_hard", "weakest": CELLS[1]}
+    text = mv.reply_text(diag, moves, "harder maps")
+    out = mv.apply_moves(space, text, cur, CELLS, constrained=True)
+    assert out.ok and out.moves == moves and out.diagnosis == diag
+    assert json.loads(text) == mv.reply(diag, moves, "harder maps")
