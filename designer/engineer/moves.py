@@ -54,7 +54,7 @@ TRAINING = ("too_easy", "about_right", "too_hard")
 NO_CELL = "none"  # the weakest cell when there is no F
 ALL = "all"  # the key of a per-key move on every key
 MAX_MOVES = 3
-RATIONALE_CHARS = 60
+RATIONALE_CHARS = 40  # a few words: each character may cost a decoding step
 DIAGNOSIS = ("training", "weakest")
 MOVES = "moves"
 
@@ -303,15 +303,20 @@ def diagnosis_schema(cells: Sequence[str] | None) -> dict[str, Any]:
 
 
 def moves_schema(space: ConfigSpace, current: Mapping[str, Any],
-                 cells: Sequence[str] | None, *, diagnosis: bool = True) -> dict[str, Any]:
-    """The reply grammar: the diagnosis (unless the analyst wrote it), 1 to `MAX_MOVES`
-    admitted moves, a rationale of at most `RATIONALE_CHARS` characters; all required."""
+                 cells: Sequence[str] | None, *, diagnosis: bool = True,
+                 max_moves: int = MAX_MOVES) -> dict[str, Any]:
+    """The reply grammar: the diagnosis (unless the analyst wrote it), 1 to `max_moves`
+    (at most `MAX_MOVES`) admitted moves, a rationale of at most `RATIONALE_CHARS`
+    characters; all required. One move per reply is the grammar of a scored move table
+    (the engineer's training data), where a reply's score is its move's."""
+    if not 1 <= max_moves <= MAX_MOVES:
+        raise ValueError(f"max_moves must be in 1..{MAX_MOVES}, got {max_moves}")
     moves = admitted(space, current)
     if not moves:
         raise NoMoves("no move changes this config (no editable knob can move)")
     props: dict[str, Any] = diagnosis_schema(cells) if diagnosis else {}
     props[MOVES] = {"type": "array", "items": {"enum": moves}, "minItems": 1,
-                    "maxItems": MAX_MOVES}
+                    "maxItems": max_moves}
     props[RATIONALE] = text_schema(RATIONALE_CHARS, "Why, in a few words.")
     return {"type": "object", "properties": props, "required": list(props),
             "additionalProperties": False}

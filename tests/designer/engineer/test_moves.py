@@ -393,3 +393,12 @@ def test_a_rendered_reply_reads_back_to_the_same_moves_and_diagnosis() -> None:
     out = mv.apply_moves(space, text, cur, CELLS, constrained=True)
     assert out.ok and out.moves == moves and out.diagnosis == diag
     assert json.loads(text) == mv.reply(diag, moves, "harder maps")
+
+
+def test_the_one_move_grammar_admits_one_move_and_bad_counts_are_refused() -> None:
+    space = SPACES["mapf-paper"]
+    schema = mv.moves_schema(space, space.default(), CELLS, max_moves=1)
+    assert schema["properties"]["moves"]["maxItems"] == 1
+    for bad in (0, mv.MAX_MOVES + 1):
+        with pytest.raises(ValueError, match="max_moves"):
+            mv.moves_schema(space, space.default(), CELLS, max_moves=bad)
