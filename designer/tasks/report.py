@@ -30,6 +30,7 @@ class Run:
     validation: list[dict[str, Any]]
     selected: dict[str, Any] | None = None  # selected.json (a finished run's chosen stage)
     budget: dict[str, Any] | None = None  # run.json's budget (`designer.run.provenance.budget`)
+    candidates: list[list[dict[str, Any]]] | None = None  # candidates.json of each stage
 
     @property
     def label(self) -> str:
@@ -67,16 +68,17 @@ def load_run(path: str | Path) -> Run:
     for key in ("engineer", "seed", "stages", "stage_steps"):
         if key not in settings:
             raise RunCorrupt(f"{f.name('run.json')}: settings.{key}: Field required")
-    stages, held, val = [], [], []
+    stages, held, val, cands = [], [], [], []
     for k in f.finished_stages():
         rel = f.stage_rel(k)
         stages.append(f.verify_stage(k))
         held.append(f.read(rel / "heldout.json")["table"])
         val.append(f.read(rel / "validation.json"))
+        cands.append(f.read(rel / "candidates.json"))
     if not stages:
         raise ValueError(f"{f.path} has no finished stage yet")
     budget = run_json.get("budget") if isinstance(run_json.get("budget"), dict) else None
-    return Run(f.path, settings, stages, held, val, f.selection(), budget)
+    return Run(f.path, settings, stages, held, val, f.selection(), budget, cands)
 
 
 def distinct_runs(run_dirs: Sequence[str | Path], note: Callable[[str], None] | None = None
@@ -120,6 +122,23 @@ def group(runs: list[Run]) -> dict[str, list[Run]]:
     for r in runs:
         out[r.label].append(r)
     return dict(sorted(out.items()))
+
+
+def engineering_table(runs: list[Run]) -> list[str]:
+    """What each engineer proposed: candidates per run, the share that equal the config
+    they edit (no-ops: verification distance 0) and the distinct configs trained per run."""
+    rows = ["| engineer | runs | candidates per run | no-op % | distinct configs trained "
+            "per run |", "|---|---|---|---|---|"]
+    for label, rs in group(runs).items():
+        dist = [c.get("score", {}).get("distance") for r in rs for st in r.candidates or []
+                for c in st]
+        dist = [d for d in dist if isinstance(d, int | float)]
+        noop = f"{100.0 * sum(d == 0 for d in dist) / len(dist):.1f}" if dist else "-"
+        distinct = [len({json.dumps(st["values"], sort_keys=True, default=str)
+                         for st in r.stages if "values" in st}) for r in rs]
+        rows.append(f"| {label} | {len(rs)} | {len(dist) / max(len(rs), 1):.1f} | {noop} | "
+                    f"{mean_std([float(d) for d in distinct])} |")
+    return rows
 
 
 def selection_lines(runs: list[Run], score: str) -> list[str]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from designer.tasks.report import (
     Run,
+    engineering_table,
     group,
     heldout_curve_plot,
     mean_std,
@@ -57,6 +58,25 @@ def summary_table(runs: list[Run]) -> list[str]:
                     f"{mean_std([x['normalized_return'] for x in f])} | {steps:,.0f} | "
                     f"{ver // max(len(rs), 1):,} per run |")
     return rows
+
+
+def paired_table(runs: list[Run], base: str = "fixed") -> list[str]:
+    """Each engineer minus `base` on the same seed: held-out success % and normalised return,
+    mean ± std of the paired differences."""
+    groups = group(runs)
+    if base not in groups or len(groups) < 2:
+        return []
+    ref = {r.settings["seed"]: r.result for r in groups[base] if r.result}
+    rows = ["| engineer | seeds | success % | normalised return |", "|---|---|---|---|"]
+    for label, rs in groups.items():
+        if label == base:
+            continue
+        pairs = [(r.result, ref[r.settings["seed"]]) for r in rs
+                 if r.result and r.settings["seed"] in ref]
+        rows.append(f"| {label} | {len(pairs)} | "
+                    + " | ".join(mean_std([a[k] - b[k] for a, b in pairs])
+                                 for k in ("success", "normalized_return")) + " |")
+    return [f"Paired differences against `{base}` (same seed, held-out)", "", *rows, ""]
 
 
 def bin_tables(runs: list[Run], name: str) -> list[str]:
@@ -200,7 +220,9 @@ def write_control_report(runs: list[Run], out: Path, *, title: str,
             "each run's result", "", *selection_lines(runs, "mean normalised return"),
             f"Success: return >= {fam.success_threshold:g}. Normalised return: 0 at "
             f"{fam.return_range[0]:g}, 1 at {fam.return_range[1]:g}. Mean ± std over seeds.",
-            "", *summary_table(runs), "", *bin_tables(runs, name),
+            "", *summary_table(runs), "", *paired_table(runs),
+            "## What the engineers proposed", "", *engineering_table(runs), "",
+            *bin_tables(runs, name),
             "## Time per stage", "", *time_table(runs), ""]
     return write_markdown(runs, out, title=title, command=command, body=body, pngs=pngs,
                           scope=f"{fam.gym_id}, ")

@@ -25,6 +25,7 @@ from designer.tasks.mapf.task import score
 from designer.tasks.report import (
     PANELS_PER_ROW,
     Run,
+    engineering_table,
     group,
     heldout_curve_plot,
     mean_std,
@@ -68,6 +69,53 @@ def summary_table(runs: list[Run], pick: str = "result") -> list[str]:
         rows.append(f"| **{label}** | {len(rs)} | " + " | ".join(cells)
                     + f" | {float(steps):,.0f} | {ver // max(len(rs), 1):,} per run |")
     return rows
+
+
+def _by_agents(table: dict[str, Any], key: str) -> list[float]:
+    """A held-out table's `key` % per agent count (mean over sizes; nan where missing)."""
+    return [float(table["mean_over_sizes"].get(k, {}).get(key, float("nan"))) for k in AGENTS]
+
+
+def cost_table(runs: list[Run]) -> list[str]:
+    """Optimal % counted by makespan (the paper's case study) and by sum of costs, per agent
+    count, mean ± std over seeds; empty where no table has the sum-of-costs count."""
+    if not any("optimal_soc" in c for r in runs if r.result
+               for c in r.result["mean_over_sizes"].values()):
+        return []
+    rows = ["| engineer | " + " | ".join(f"{k} agents: makespan / sum of costs" for k in AGENTS)
+            + " |", "|---" * (len(AGENTS) + 1) + "|"]
+    for label, rs in group(runs).items():
+        res = [r.result for r in rs if r.result is not None]
+        cells = [f"{mean_std([_by_agents(h, 'optimal')[i] for h in res])} / "
+                 f"{mean_std([_by_agents(h, 'optimal_soc')[i] for h in res])}"
+                 for i in range(len(AGENTS))]
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    return ["Held-out optimal % by makespan and by sum of costs (mean over map sizes, mean ± "
+            "std over seeds)", "", *rows, ""]
+
+
+def paired_table(runs: list[Run], base: str = "fixed") -> list[str]:
+    """Each engineer minus `base` on the same seed (valid, optimal by makespan and by sum of
+    costs, per agent count): mean ± std of the paired differences and the seeds paired."""
+    groups = group(runs)
+    if base not in groups or len(groups) < 2:
+        return []
+    ref = {r.settings["seed"]: r.result for r in groups[base] if r.result is not None}
+    keys = [("valid", "valid"), ("optimal", "optimal (makespan)"),
+            ("optimal_soc", "optimal (sum of costs)")]
+    rows = ["| engineer | seeds | " + " | ".join(f"{k} agents: " + " / ".join(
+        n for _, n in keys) for k in AGENTS) + " |", "|---" * (len(AGENTS) + 2) + "|"]
+    for label, rs in groups.items():
+        if label == base:
+            continue
+        pairs = [(r.result, ref[r.settings["seed"]]) for r in rs
+                 if r.result is not None and r.settings["seed"] in ref]
+        cells = [" / ".join(mean_std([_by_agents(a, key)[i] - _by_agents(b, key)[i]
+                                      for a, b in pairs]) for key, _ in keys)
+                 for i in range(len(AGENTS))]
+        rows.append(f"| {label} | {len(pairs)} | " + " | ".join(cells) + " |")
+    return [f"Paired differences against `{base}` (same seed; held-out, mean over map sizes, "
+            "mean ± std over seeds)", "", *rows, ""]
 
 
 def final_stage_table(runs: list[Run]) -> list[str]:
@@ -209,7 +257,8 @@ def write_mapf_report(runs: list[Run], out: Path, *, title: str, command: str | 
     body = ["## Held-out split (never read by any engineer): each run's result, mean over "
             "map sizes", "", *selection_lines(runs, "valid % + optimal %"),
             "valid % / optimal % (mean ± std over seeds)", "", *summary_table(runs), "",
-            *final_stage_table(runs), *size_tables(runs),
+            *cost_table(runs), *paired_table(runs), "## What the engineers proposed", "",
+            *engineering_table(runs), "", *final_stage_table(runs), *size_tables(runs),
             "## Time per stage", "",
             "Wall-clock seconds per stage (mean over stages and seeds). Verification is "
             "counted apart from training; `propose` holds the LLM calls, or the "

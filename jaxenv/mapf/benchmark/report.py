@@ -34,7 +34,8 @@ _SPLIT_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 class Cell:
     n: int
     valid: float  # percent
-    optimal: float  # percent
+    optimal: float  # percent, at the table's cost (the optimum of makespan by default)
+    optimal_soc: float | None = None  # percent optimal by sum of costs, where given
 
 
 @dataclass
@@ -48,7 +49,9 @@ class Table:
     split: str = UNKNOWN_SPLIT  # the frozen split the results come from (module docstring)
 
     def to_dict(self) -> dict:
-        c = lambda x: {"n": x.n, "valid": x.valid, "optimal": x.optimal}  # noqa: E731
+        def c(x: Cell) -> dict:
+            d = {"n": x.n, "valid": x.valid, "optimal": x.optimal}
+            return d if x.optimal_soc is None else {**d, "optimal_soc": x.optimal_soc}
         return {
             "split": self.split,
             "by_size": {str(k): {str(s): c(v) for s, v in d.items()} for k, d in
@@ -63,16 +66,21 @@ class Table:
         }
 
 
-def _cell(valid: np.ndarray, optimal: np.ndarray) -> Cell:
+def _cell(valid: np.ndarray, optimal: np.ndarray, soc: np.ndarray | None = None) -> Cell:
     n = int(valid.size)
+    nan = float("nan")
     if n == 0:
-        return Cell(0, float("nan"), float("nan"))
-    return Cell(n, 100.0 * float(valid.mean()), 100.0 * float(optimal.mean()))
+        return Cell(0, nan, nan, None if soc is None else nan)
+    return Cell(n, 100.0 * float(valid.mean()), 100.0 * float(optimal.mean()),
+                None if soc is None else 100.0 * float(soc.mean()))
 
 
 def make_table(valid, optimal, agents, size, subset, checks=None, *,
-               split: str = UNKNOWN_SPLIT) -> Table:
+               split: str = UNKNOWN_SPLIT, optimal_soc=None) -> Table:
     """Aggregate per-instance results (1-D arrays of equal length; ``checks`` [N, 8] bool).
+
+    ``optimal_soc``: optimal by sum of costs as well, where ``optimal`` counts by makespan
+    (each cell then carries both).
 
     ``split``: the name of the split the instances come from (e.g. ``meta["split"]`` of
     ``load_split``); it is printed with the table. A name only (letters, digits, ``_.-``).
@@ -87,8 +95,14 @@ def make_table(valid, optimal, agents, size, subset, checks=None, *,
     n = valid.size
     if not (optimal.size == agents.size == size.size == subset.size == n):
         raise ValueError("valid, optimal, agents, size and subset must have equal lengths")
-    if np.any(optimal & ~valid):
+    soc = None if optimal_soc is None else np.asarray(optimal_soc, bool).reshape(-1)
+    if soc is not None and soc.size != n:
+        raise ValueError("optimal_soc must have the length of valid")
+    if np.any(optimal & ~valid) or (soc is not None and np.any(soc & ~valid)):
         raise ValueError("an instance is optimal but not valid")
+
+    def cell(mask: np.ndarray) -> Cell:
+        return _cell(valid[mask], optimal[mask], None if soc is None else soc[mask])
     if checks is not None:
         checks = np.asarray(checks, bool).reshape(n, len(CHECKS))
     by_size: dict[int, dict[int, Cell]] = {}
@@ -97,20 +111,18 @@ def make_table(valid, optimal, agents, size, subset, checks=None, *,
     failures: dict[int, dict[int, dict[str, int]]] = {}
     for k in np.unique(agents).tolist():
         mk = agents == k
-        by_size[k] = {s: _cell(valid[mk & (size == s)], optimal[mk & (size == s)])
-                      for s in np.unique(size[mk]).tolist()}
+        by_size[k] = {s: cell(mk & (size == s)) for s in np.unique(size[mk]).tolist()}
         cells = list(by_size[k].values())
         mean[k] = Cell(int(mk.sum()), float(np.mean([c.valid for c in cells])),
-                       float(np.mean([c.optimal for c in cells])))
-        by_subset[k] = {r: _cell(valid[mk & (subset == r)], optimal[mk & (subset == r)])
-                        for r in np.unique(subset[mk]).tolist()}
+                       float(np.mean([c.optimal for c in cells])),
+                       None if soc is None else float(np.mean([c.optimal_soc for c in cells])))
+        by_subset[k] = {r: cell(mk & (subset == r)) for r in np.unique(subset[mk]).tolist()}
         if checks is not None:
             failures[k] = {s: {name: int((~checks[mk & (size == s), i]).sum())
                                for i, name in enumerate(CHECKS)}
                            for s in by_size[k]}
-    subset_all = {r: _cell(valid[subset == r], optimal[subset == r])
-                  for r in np.unique(subset).tolist()}
-    return Table(by_size, mean, by_subset, subset_all, _cell(valid, optimal), failures, split)
+    subset_all = {r: cell(subset == r) for r in np.unique(subset).tolist()}
+    return Table(by_size, mean, by_subset, subset_all, cell(np.ones(n, bool)), failures, split)
 
 
 def _fmt(c: Cell) -> str:

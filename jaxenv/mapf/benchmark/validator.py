@@ -89,11 +89,14 @@ class Validator:
         return result.replace(metrics=m)
 
     def table(self, result: Any) -> Table:
-        """The paper's table of per-instance results (valid, optimal_<cost>, outcome)."""
-        optimal = result.optimal_makespan if self.cost == "makespan" else result.optimal_soc
+        """The paper's table of per-instance results (valid, optimal_<cost>, outcome); by
+        makespan, each cell also counts optimal by sum of costs (`optimal_soc`)."""
+        by_ms = self.cost == "makespan"
+        optimal = result.optimal_makespan if by_ms else result.optimal_soc
         m = self.meta
         return make_table(result.valid, optimal, m["agents"], m["size"], m["subset"],
-                          checks=cause_checks(result.outcome), split=self.split)
+                          checks=cause_checks(result.outcome), split=self.split,
+                          optimal_soc=result.optimal_soc if by_ms else None)
 
     def __hash__(self) -> int:
         return hash((self.split, self.env, self.cost))

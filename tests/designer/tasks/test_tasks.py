@@ -136,3 +136,35 @@ def test_every_control_family_has_its_own_guidelines():
         assert files == [f"{name.replace(':', '_')}.md", "control.md"], name
         own = guideline_files(name)[0].read_text()
         assert "The task (" in own and len(own) > 200, name
+
+
+def _run(engineer: str, seed: int, valid: float, soc: float, noop: int):
+    """A finished run as the report reads it: one held-out result, two stages, four
+    candidates of which `noop` equal the config they edit."""
+    from designer.tasks.report import Run
+
+    cell = {"n": 10, "valid": valid, "optimal": valid / 2, "optimal_soc": soc}
+    table = {"mean_over_sizes": {k: dict(cell) for k in ("3", "4", "5")}}
+    stages = [{"values": {"x": 0}}, {"values": {"x": seed + 1}}]
+    cands = [[{"score": {"distance": 0.0 if i < noop else 0.3}} for i in range(4)]]
+    return Run(path=None, settings={"engineer": engineer, "seed": seed}, stages=stages,
+               heldout=[table], validation=[], selected={"heldout": table, "stage": 0,
+                                                         "rule": "validation"},
+               candidates=cands)
+
+
+def test_the_report_pairs_engineers_with_fixed_by_seed_and_counts_no_ops():
+    from designer.tasks.mapf.report import cost_table, paired_table
+    from designer.tasks.report import engineering_table
+
+    runs = [_run("fixed", 0, 40.0, 10.0, 0), _run("fixed", 1, 50.0, 20.0, 0),
+            _run("rules", 0, 45.0, 12.0, 2), _run("rules", 1, 53.0, 20.0, 2),
+            _run("rules", 7, 99.0, 99.0, 2)]  # seed 7 has no fixed run: not paired
+    rows = paired_table(runs)
+    rules = next(r for r in rows if r.startswith("| rules"))
+    assert "| 2 |" in rules and "4.00 ± 1.41 / 2.00 ± 0.71 / 1.00 ± 1.41" in rules
+    fixed = next(r for r in cost_table(runs) if r.startswith("| fixed"))
+    assert fixed.count("22.50 ± 3.54 / 15.00 ± 7.07") == 3  # makespan / sum of costs
+    eng = next(r for r in engineering_table(runs) if r.startswith("| rules"))
+    assert eng == "| rules | 3 | 4.0 | 50.0 | 2.00 ± 0.00 |"
+    assert paired_table([r for r in runs if r.settings["engineer"] == "rules"]) == []

@@ -95,3 +95,19 @@ def test_tables_name_their_split():
     for bad in ("", "held out", "a\nb", None, 3):
         with pytest.raises(ValueError, match="split must be"):
             make_table([1], [1], [3], [3], [0.25], split=bad)
+
+
+def test_optimal_by_sum_of_costs_is_counted_beside_makespan():
+    valid = np.array([1, 1, 1, 0], bool)
+    by_ms = np.array([1, 0, 1, 0], bool)
+    by_soc = np.array([1, 1, 0, 0], bool)
+    agents, size, subset = np.array([3, 3, 3, 3]), np.array([5, 5, 6, 6]), np.zeros(4)
+    t = make_table(valid, by_ms, agents, size, subset, optimal_soc=by_soc)
+    assert t.overall.optimal == 50.0 and t.overall.optimal_soc == 50.0
+    assert t.by_size[3][5].optimal_soc == 100.0 and t.by_size[3][6].optimal_soc == 0.0
+    assert t.mean_over_sizes[3].optimal_soc == 50.0
+    d = t.to_dict()
+    assert d["by_size"]["3"]["5"]["optimal_soc"] == 100.0
+    assert "optimal_soc" not in make_table(valid, by_ms, agents, size, subset).to_dict()["overall"]
+    with pytest.raises(ValueError, match="optimal but not valid"):
+        make_table(valid, by_ms, agents, size, subset, optimal_soc=~valid)
