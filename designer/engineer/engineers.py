@@ -229,12 +229,13 @@ class LLMEngineer:
         return bool(getattr(self.backend, "constrained", False))
 
     def propose(self, context: Any) -> list[Proposal]:
-        from designer.engineer.moves import NoMoves
+        from designer.engineer.moves import NoMoves, moves_per_reply
         from designer.engineer.roles import RoleCall, single, team
         from designer.llm import BackendError
 
         call = RoleCall(self.backend, self.builder, self.constrained, self.max_tokens,
-                        seed=self.seed * 1000 + 10 * context.stage, language=self.edits)
+                        seed=self.seed * 1000 + 10 * context.stage, language=self.edits,
+                        moves=moves_per_reply(self.backend.name))
         diagnosis = None
         self.last_fallback = None
         try:

@@ -43,8 +43,8 @@ LANGUAGES = tuple(e for e in mv.EDITS if e != "auto")  # the languages a reply i
 # The answer instructions of each template (`$answer`), per edit language.
 _EDIT_VALUES = ('Write one JSON object: the knobs to change and a "rationale" (one or two '
                 "sentences: what fails\nand what your edit changes).")
-_EDIT_MOVES = ('One JSON object: {$diag"moves": 1 to 3 moves from the list above (never two on '
-               'one target), "rationale": a few words}.')
+_EDIT_MOVES = ('One JSON object: {$diag"moves": $count from the list above$never, '
+               '"rationale": a few words}.')
 _DIAG = ('"training": "too_easy" | "about_right" | "too_hard", "weakest": the weakest cell of '
          "F$example, ")
 ANSWERS: dict[tuple[str, str], str] = {
@@ -76,12 +76,15 @@ def critic_schema(space: Any, current: Any = None, language: str = "values") -> 
 
 
 def answer(language: str, template: str, cells: list[str] | None = None,
-           diagnosis: bool = True) -> str:
+           diagnosis: bool = True, moves: int = mv.MAX_MOVES) -> str:
     """The `$answer` text of `template` in `language` (the moves diagnosis's fields when the
-    reply writes them, with F's weakest cell as the example)."""
+    reply writes them, with F's weakest cell as the example; `moves` per reply)."""
     example = f' (e.g. "{cells[0]}")' if cells else ' ("none": there is no F)'
     diag = _DIAG.replace("$example", example) if diagnosis else ""
+    count, never = ("1 move", "") if moves == 1 else \
+        (f"1 to {moves} moves", " (never two on one target)")
     text = ANSWERS[(language, template)].replace("$diag", diag)
+    text = text.replace("$count", count).replace("$never", never)
     return text.replace(", }", "}") if template == "analyst.md" else text
 
 
@@ -108,6 +111,7 @@ class RoleCall:
     max_tokens: int
     seed: int
     language: str = "values"  # the edit language of the replies (module docstring)
+    moves: int = mv.MAX_MOVES  # moves per reply in the moves language (`moves_per_reply`)
     prompts: list[dict[str, Any]] = field(default_factory=list)  # every prompt rendered
 
     def __post_init__(self) -> None:
@@ -119,7 +123,8 @@ class RoleCall:
             reply_diagnosis: bool = True, **fields: str) -> list:
         """`n` replies to `template` under `schema`; `reply_diagnosis`: the moves reply writes
         the diagnosis itself (no analyst's to read)."""
-        fields = {**prompt_fields(self.language, ctx, template, reply_diagnosis), **fields}
+        fields = {**prompt_fields(self.language, ctx, template, reply_diagnosis, self.moves),
+                  **fields}
         prompt = self.builder.render(ctx, template, **fields)
         self.prompts.append({"template": template, "messages": prompt.messages,
                              "tokens": prompt.tokens, "cuts": prompt.cuts})
@@ -128,10 +133,10 @@ class RoleCall:
 
 
 def prompt_fields(language: str, ctx: Context, template: str = "single.md",
-                  reply_diagnosis: bool = True) -> dict[str, str]:
+                  reply_diagnosis: bool = True, moves: int = mv.MAX_MOVES) -> dict[str, str]:
     """The template fields that depend on the edit language: the answer instructions and, in
     moves, the admitted moves as the knob list."""
-    fields = {"answer": answer(language, template, _cells(ctx), reply_diagnosis)}
+    fields = {"answer": answer(language, template, _cells(ctx), reply_diagnosis, moves)}
     if language == "moves":
         fields["knobs"] = mv.menu(ctx.space, ctx.current)
     return fields
@@ -167,7 +172,8 @@ def reply_schema(call: RoleCall, ctx: Context, diagnosis: bool = True) -> dict[s
     """The grammar of a candidate reply in the call's language."""
     if call.language == "values":
         return edit_schema(ctx.space)
-    return mv.moves_schema(ctx.space, ctx.current, _cells(ctx), diagnosis=diagnosis)
+    return mv.moves_schema(ctx.space, ctx.current, _cells(ctx), diagnosis=diagnosis,
+                           max_moves=call.moves)
 
 
 def single(call: RoleCall, ctx: Context, n: int) -> list[Draft]:

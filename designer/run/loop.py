@@ -134,12 +134,13 @@ class ClosedLoop:
         """The language-dependent fields of the prompt recorded for an engineer that asks no
         LLM: the run's edit language for a model engineer, raw values otherwise; none where
         no move can change the config."""
-        from designer.engineer.moves import NoMoves
+        from designer.engineer.moves import NoMoves, moves_per_reply
         from designer.engineer.roles import prompt_fields
 
         model = self.s.engineer in ("llm", "self")
         try:
-            return prompt_fields(self.s.edit_language if model else "values", ctx)
+            return prompt_fields(self.s.edit_language if model else "values", ctx,
+                                 moves=moves_per_reply(self.s.backend))
         except NoMoves:
             return {}
 
