@@ -18,7 +18,9 @@ outlines.types.JsonSchema(schema))` compiles the reply's JSON schema into a logi
 ids: exact token counts, and whether a reply ended or was cut by `max_tokens` or the time
 limit. The prompt is the model's chat template applied to the messages; it runs through the
 model once, and its key/value cache is shared by the `n` replies, sampled in one batch with
-`seed`.
+`seed`. A grammar of enum fields and one short text at its end (the moves language of a local
+model) is decoded by enumeration instead (`designer.llm.enumerate`: one model pass per field,
+options scored exactly, a call's moves distinct); `by_enumeration=False` keeps outlines for it.
 
 torch gets `threads` threads (default: `policy.llm.models.default_threads`). Limits:
 `timeout_s` is transformers' `max_time` (a reply cut by it says so in its error);
@@ -40,6 +42,7 @@ from designer.llm.base import (
     model_errors,
     with_retries,
 )
+from designer.llm.enumerate import EnumSampler, enum_plan
 from designer.llm.grammar import GrammarCache, LocalDecoder
 from policy.llm.models import default_threads, load_model, prompt_ids
 
@@ -53,7 +56,8 @@ class TransformersBackend(LocalDecoder):
     def __init__(self, model: str | Path | None = None, *, temperature: float = 0.7,
                  top_p: float = 0.95, timeout_s: float = 300.0, attempts: int = 2,
                  backoff_s: float = 1.0, cache: bool = True, threads: int | None = None,
-                 lm: Any = None, tokenizer: Any = None, model_name: str | None = None):
+                 lm: Any = None, tokenizer: Any = None, model_name: str | None = None,
+                 by_enumeration: bool = True):
         try:
             import outlines
             import torch
@@ -72,6 +76,7 @@ class TransformersBackend(LocalDecoder):
         self.timeout_s, self.attempts, self.backoff_s = timeout_s, attempts, backoff_s
         self._outlines = outlines.from_transformers(lm, tokenizer)
         self._grammars = GrammarCache(self._outlines)
+        self._enum = EnumSampler(lm, tokenizer) if by_enumeration else None
         eos = tokenizer.eos_token_id
         self._eos = int(eos) if eos is not None else None
         pad = tokenizer.pad_token_id
@@ -93,6 +98,9 @@ class TransformersBackend(LocalDecoder):
         from transformers import LogitsProcessorList
 
         ids = self.prompt_ids(messages)
+        plan = enum_plan(schema) if self._enum is not None else None
+        if plan is not None:
+            return self._enumerated(ids, plan, schema, n, max_tokens, seed)
         processor = self.processor(schema)
         inputs = torch.tensor([ids], dtype=torch.long, device=self.lm.device)
 
@@ -126,6 +134,31 @@ class TransformersBackend(LocalDecoder):
             replies.append(make_reply(text, schema, prompt_tokens=len(ids),
                                       completion_tokens=len(used) + int(ended), latency_s=dt,
                                       backend=self.name, model=self.model, cut=cut))
+        return replies
+
+    def _enumerated(self, ids: list[int], plan: Any, schema: dict, n: int, max_tokens: int,
+                    seed: int) -> list[Reply]:
+        """`n` replies of an enum grammar sampled by enumeration (module docstring); a reply
+        longer than `max_tokens` is cut there, as a decoded one would be."""
+        t = time.perf_counter()
+        texts = with_retries(
+            lambda: self._enum.sample(ids, plan, n, temperature=self.temperature,
+                                      top_p=self.top_p, seed=seed),
+            attempts=self.attempts, backoff_s=self.backoff_s,
+            transient=lambda e: isinstance(e, RuntimeError),
+            what=f"enumerated decoding ({self.model})")
+        dt = time.perf_counter() - t
+        replies = []
+        for text in texts:
+            used = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            cut = None
+            if len(used) > max_tokens:
+                text, cut = self.tokenizer.decode(used[:max_tokens]), \
+                    f"cut at max_tokens={max_tokens}"
+            replies.append(make_reply(text, schema, prompt_tokens=len(ids),
+                                      completion_tokens=min(len(used), max_tokens) + (not cut),
+                                      latency_s=dt, backend=self.name, model=self.model,
+                                      cut=cut))
         return replies
 
     def _prefill(self, inputs: Any, n: int) -> tuple[Any, Any]:

@@ -1,0 +1,305 @@
+"""Exact sampling of an enum grammar by enumeration: one model pass per decision, not per token.
+
+A reply grammar made of enum fields (a string enum, or an array of exactly one enum item) and
+at most one short free-text field at its end (the moves language of a local model) admits few
+replies per field. Decoding it token by token costs a model step per token, JSON punctuation
+included, and the longest of a call's replies sets the call's time. Here each enum field is
+decided by one forward pass that scores every option at once: the options' tokens are laid side
+by side after the shared prefix, each attending to the prefix and to itself (a 4-D attention
+mask), so each option's log-probability is exact under the model (its canonical tokens). An
+option is drawn from those probabilities at the temperature, within top-p. The replies of a
+call that share their prefix draw an array item (a move) **without replacement** (Gumbel
+top-k), so a call's candidates differ while options remain; plain enums are drawn
+independently. The free-text field is sampled token by token under the pattern's character
+class and length, all replies in one batch. `enum_plan(schema)` says whether a schema has this
+shape; the backend decodes any other schema with outlines.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_TEXT = re.compile(r"^\^\[(?P<cls>[^\]]*(?:\\\][^\]]*)*)\]\{0,(?P<n>\d+)\}\$$")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One reply field: an enum (`options`), an array of one enum item, or free text."""
+
+    name: str
+    options: tuple[str, ...] = ()
+    array: bool = False
+    chars: re.Pattern | None = None  # free text: one allowed character
+    max_chars: int = 0
+
+    @property
+    def free(self) -> bool:
+        return self.chars is not None
+
+    def opening(self, first: bool) -> str:
+        return ("{" if first else ",") + json.dumps(self.name) + ":" + ('["' if self.array
+                                                                         else '"')
+
+    def closing(self) -> str:
+        return '"]' if self.array else '"'
+
+
+def enum_plan(schema: dict | None) -> list[Field] | None:
+    """The fields of a schema this sampler can decode exactly, in order; None otherwise.
+
+    Accepted: an object with every property required (in the schema's order) and no others;
+    each property a string enum, an array of exactly one string-enum item, or (the last only)
+    a string whose pattern is one character class repeated 0 to N times. Enum strings must
+    need no JSON escaping."""
+    if not isinstance(schema, dict) or schema.get("type") != "object" \
+            or schema.get("additionalProperties", True) is not False:
+        return None
+    props = schema.get("properties") or {}
+    if not props or list(schema.get("required", [])) != list(props):
+        return None
+    out: list[Field] = []
+    for i, (name, p) in enumerate(props.items()):
+        items = p.get("items", {}) if p.get("type") == "array" else None
+        enum = (items or p).get("enum")
+        if items is not None and (p.get("minItems"), p.get("maxItems")) != (1, 1):
+            return None
+        if enum is not None:
+            if not enum or not all(isinstance(v, str) and json.dumps(v)[1:-1] == v
+                                   for v in enum):
+                return None
+            out.append(Field(name, tuple(enum), array=items is not None))
+            continue
+        m = _TEXT.match(p.get("pattern", "")) if p.get("type") == "string" else None
+        if m is None or i != len(props) - 1:
+            return None
+        out.append(Field(name, chars=re.compile(f"[{m['cls']}]"), max_chars=int(m["n"])))
+    return out
+
+
+@dataclass
+class _Group:
+    """Replies that share their text so far, and the model's cache of it."""
+
+    text: str
+    members: list[int]
+    cache: Any  # holds the prompt and reply tokens but the last (`full[:-1]`)
+    full: list[int] = field(default_factory=list)
+
+
+class EnumSampler:
+    """Samples replies of an `enum_plan` grammar from a transformers causal LM (docstring)."""
+
+    def __init__(self, lm: Any, tokenizer: Any):
+        self.lm, self.tokenizer = lm, tokenizer
+        self._pieces: list[str] | None = None  # each vocabulary id's text (specials: "")
+        self._masks: dict[str, tuple[Any, Any, Any]] = {}  # per character class
+
+    # ---------------------------------------------------------------- model passes
+    def _ids(self, prompt: list[int], text: str) -> list[int]:
+        return prompt + self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _feed(self, cache: Any, ids: list[int], start: int) -> Any:
+        """Run `ids` (positions `start`...) through the model on `cache`; the logits."""
+        import torch
+
+        x = torch.tensor([ids], dtype=torch.long)
+        pos = torch.arange(start, start + len(ids)).unsqueeze(0)
+        return self.lm(input_ids=x, position_ids=pos, past_key_values=cache,
+                       use_cache=True).logits[0]
+
+    def _option_logprobs(self, g: _Group, seqs: list[list[int]]) -> tuple[Any, int]:
+        """Log-probability of each token sequence continuing `g` (one pass, options side by
+        side); the cache is left at the longest prefix all of them share with `g.full`."""
+        import torch
+
+        shared = len(g.full)  # tokens every option shares with the text so far
+        for s in seqs:
+            shared = min(shared, next((j for j, (a, b) in enumerate(zip(s, g.full)) if a != b),
+                                      min(len(s), len(g.full))))
+        keep = shared - 1  # the last shared token is fed again: its logits score the options
+        g.cache.crop(keep)
+        # The options' tails as a token trie: a prefix two options share is one node, so a
+        # pass costs the distinct prefixes, not the options times their length.
+        tokens: list[int] = []
+        parent: list[int] = []
+        depth: list[int] = []
+        node: dict[tuple[int, int], int] = {}
+        paths = []
+        for s in seqs:
+            at, path = -1, []
+            for d, t in enumerate(s[keep:]):
+                if (at, t) not in node:
+                    node[(at, t)] = len(tokens)
+                    tokens.append(t), parent.append(at), depth.append(d)
+                at = node[(at, t)]
+                path.append(at)
+            paths.append(path)
+        q = len(tokens)
+        mask = torch.zeros((1, 1, q, keep + q), dtype=torch.bool)
+        mask[..., :keep] = True
+        for i in range(q):  # each node sees the prefix, its ancestors and itself
+            j = i
+            while j >= 0:
+                mask[0, 0, i, keep + j] = True
+                j = parent[j]
+        if getattr(self.lm.config, "_attn_implementation", "sdpa") == "eager":
+            mask = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))  # additive form
+        inner = sorted({p for p in parent if p >= 0})  # nodes whose logits score a child
+        logits = self.lm(input_ids=torch.tensor([tokens]), attention_mask=mask,
+                         position_ids=torch.tensor([[keep + d for d in depth]]),
+                         past_key_values=g.cache, use_cache=True,
+                         logits_to_keep=torch.tensor(inner)).logits[0].float()
+        g.cache.crop(keep)
+        logp = torch.log_softmax(logits, -1)
+        row = {n: r for r, n in enumerate(inner)}
+        out = [sum((logp[row[path[d - 1]], tokens[path[d]]] for d in range(1, len(path))),
+                   torch.tensor(0.0)) for path in paths]
+        return torch.stack(out), keep
+
+    # ---------------------------------------------------------------- sampling
+    def sample(self, prompt: list[int], plan: list[Field], n: int, *, temperature: float,
+               top_p: float, seed: int) -> list[str]:
+        """`n` reply texts of the grammar `plan` after the prompt's token ids."""
+        import torch
+        from transformers import DynamicCache
+
+        gen = torch.Generator().manual_seed(seed)
+        cache = DynamicCache()
+        with torch.inference_mode():
+            if len(prompt) > 1:
+                self._feed(cache, prompt[:-1], 0)
+            groups = [_Group("", list(range(n)), cache, list(prompt))]
+            for i, f in enumerate(plan):
+                if f.free:
+                    return self._free_text(groups, f, i == 0, n, temperature, gen)
+                groups = [h for g in groups for h in self._decide(g, prompt, f, i == 0,
+                                                                   temperature, top_p, gen)]
+        texts = [""] * n
+        for g in groups:
+            for m in g.members:
+                texts[m] = g.text + "}"
+        return texts
+
+    def _decide(self, g: _Group, prompt: list[int], f: Field, first: bool,
+                temperature: float, top_p: float, gen: Any) -> list[_Group]:
+        """Draw `f`'s option for each member of `g`; the members split by their option."""
+        import torch
+
+        texts = [g.text + f.opening(first) + o + f.closing() for o in f.options]
+        seqs = [self._ids(prompt, t) for t in texts]
+        scores, keep = self._option_logprobs(g, seqs)
+        scores = scores / max(temperature, 1e-6)
+        order = torch.argsort(scores, descending=True)
+        probs = torch.softmax(scores[order], 0)
+        inside = int((torch.cumsum(probs, 0) - probs < top_p).sum())
+        allowed = order[:max(inside, 1)]
+        logits = scores[allowed]
+        if f.array:  # Gumbel top-k: distinct options while they last, then with replacement
+            picks: list[int] = []
+            while len(picks) < len(g.members):
+                u = torch.rand(len(allowed), generator=gen).clamp(1e-12, 1 - 1e-12)
+                keys = logits - torch.log(-torch.log(u))
+                picks += allowed[torch.argsort(keys, descending=True)][
+                    :len(g.members) - len(picks)].tolist()
+        else:
+            p = torch.softmax(logits, 0)
+            picks = allowed[torch.multinomial(p, len(g.members), replacement=True,
+                                              generator=gen)].tolist()
+        by_option: dict[int, list[int]] = {}
+        for m, o in zip(g.members, picks):
+            by_option.setdefault(o, []).append(m)
+        out = []
+        for j, (o, members) in enumerate(by_option.items()):
+            cache = g.cache if j == len(by_option) - 1 else copy.deepcopy(g.cache)
+            full = seqs[o]
+            self._feed(cache, full[keep:-1], keep)
+            out.append(_Group(texts[o], members, cache, full))
+        return out
+
+    def _allowed(self, f: Field) -> tuple[Any, Any, Any]:
+        """Per vocabulary id: its text length if it is only `f`'s characters (else -1), and
+        whether it ends the text (a closing quote, alone or with the final brace)."""
+        import torch
+
+        key = f.chars.pattern
+        if key not in self._masks:
+            if self._pieces is None:
+                special = set(self.tokenizer.all_special_ids) | set(
+                    getattr(self.tokenizer, "added_tokens_decoder", {}))
+                pieces = self.tokenizer.batch_decode([[i] for i in range(len(self.tokenizer))])
+                self._pieces = ["" if i in special else p for i, p in enumerate(pieces)]
+            ok = torch.tensor([bool(p) and all(f.chars.fullmatch(c) for c in p)
+                               for p in self._pieces])
+            length = torch.tensor([len(p) for p in self._pieces])
+            ends = torch.tensor([p in ('"', '"}') for p in self._pieces])
+            self._masks[key] = (ok, length, ends)
+        return self._masks[key]
+
+    def _free_text(self, groups: list[_Group], f: Field, first: bool, n: int,
+                   temperature: float, gen: Any) -> list[str]:
+        """The last field, free text, token by token for every reply in one batch."""
+        import torch
+        from transformers import DynamicCache
+
+        ok, length, ends = self._allowed(f)
+        rows: list[tuple[int, _Group, list[int]]] = []
+        for g in groups:
+            head = g.full + self.tokenizer(f.opening(first), add_special_tokens=False)[
+                "input_ids"]
+            rows += [(m, g, head) for m in g.members]
+        # one batch: each row's cache left-padded to the longest
+        lens = [len(h) - 1 for _, _, h in rows]
+        top = max(lens)
+        batch = DynamicCache()
+        n_layers = len(groups[0].cache.layers)
+        caches = []
+        for _, g, h in rows:
+            c = copy.deepcopy(g.cache)
+            self._feed(c, h[len(g.full) - 1:-1], len(g.full) - 1)
+            caches.append(c)
+        for layer in range(n_layers):
+            ks, vs = [], []
+            for c, ln in zip(caches, lens):
+                k, v = c.layers[layer].keys, c.layers[layer].values
+                pad = (0, 0, top - ln, 0)
+                ks.append(torch.nn.functional.pad(k, pad))
+                vs.append(torch.nn.functional.pad(v, pad))
+            batch.update(torch.cat(ks), torch.cat(vs), layer)
+        seen = torch.zeros((len(rows), top), dtype=torch.long)
+        for r, ln in enumerate(lens):
+            seen[r, top - ln:] = 1
+        last = torch.tensor([[h[-1]] for _, _, h in rows])
+        pos = torch.tensor([[ln] for ln in lens])
+        written = [""] * len(rows)
+        done = [False] * len(rows)
+        for step in range(f.max_chars + 1):
+            mask = torch.cat([seen, torch.ones((len(rows), step + 1), dtype=torch.long)], 1)
+            logits = self.lm(input_ids=last, attention_mask=mask, position_ids=pos,
+                             past_key_values=batch, use_cache=True).logits[:, -1].float()
+            nxt = []
+            for r in range(len(rows)):
+                room = f.max_chars - len(written[r])
+                allow = ends | (ok & (length <= room))
+                z = logits[r] / max(temperature, 1e-6)
+                z = z.masked_fill(~allow, float("-inf"))
+                t = int(torch.multinomial(torch.softmax(z, 0), 1, generator=gen)) \
+                    if not done[r] else int(last[r, 0])
+                if not done[r]:
+                    if bool(ends[t]):
+                        done[r] = True
+                    else:
+                        written[r] += self._pieces[t]
+                nxt.append(t)
+            if all(done):
+                break
+            last = torch.tensor([[t] for t in nxt])
+            pos = pos + 1
+        texts = [""] * n
+        for (m, _, _), w in zip(rows, written):
+            g = next(g for g in groups if m in g.members)
+            texts[m] = g.text + f.opening(first) + w + '"}'
+        return texts
