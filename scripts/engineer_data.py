@@ -77,14 +77,16 @@ EVAL_SEEDS = range(0, 5)  # reserved for evaluating engineers: never in the data
 HELDOUT_SEEDS = range(50, 55)  # held-out contexts: evaluating a trained engineer only
 MIX = ("dr", "mutate", "rules")  # the default proposers (llm is slow on a CPU: by flag)
 PROPOSERS = ("dr", "mutate", "rules", "llm")
-# The small budget of a dataset run per task: (stages, env steps per stage, trainee block).
+# The small budget of a dataset run per task: stages, env steps per stage, the trainee block,
+# the loop's verification episodes and the move table's episodes per move (MAPF's table holds
+# about 140 moves, CartPole's 60).
 BUDGETS: dict[str, dict[str, Any]] = {
-    "mapf": {"stages": 4, "stage_steps": 256 * 32 * 8,
+    "mapf": {"stages": 3, "stage_steps": 256 * 32 * 8, "verify_episodes": 128,
+             "table_episodes": 32,
              "trainee": {"num_envs": 256, "num_steps": 32, "pool_size": 256}},
-    "cartpole": {"stages": 4, "stage_steps": 64 * 128 * 8,
-                 "trainee": {"num_envs": 64, "num_steps": 128}},
+    "cartpole": {"stages": 5, "stage_steps": 128 * 128 * 8, "verify_episodes": 128,
+                 "table_episodes": 128, "trainee": {"num_envs": 128, "num_steps": 128}},
 }
-TABLE_EPISODES = 128  # fresh levels per move in the move table
 
 
 # ------------------------------------------------------------------------ the target
@@ -339,7 +341,7 @@ def proposer_of(seed: int, mix: Sequence[str]) -> str:
 
 
 def settings_for(task: str, preset: str | None, proposer: str, seed: int,
-                 budget: Mapping[str, Any], verify_episodes: int | None) -> Any:
+                 budget: Mapping[str, Any]) -> Any:
     from designer.settings import RunSettings
 
     kw: dict[str, Any] = {"env": task, "engineer": proposer, "seed": seed,
@@ -347,8 +349,8 @@ def settings_for(task: str, preset: str | None, proposer: str, seed: int,
                           "trainee": dict(budget["trainee"]), "heldout_every": budget["stages"]}
     if preset is not None:
         kw["preset"] = preset
-    if verify_episodes is not None:
-        kw["verify"] = {"episodes": verify_episodes}
+    if budget.get("verify_episodes") is not None:
+        kw["verify"] = {"episodes": budget["verify_episodes"]}
     return RunSettings(**kw)
 
 
@@ -362,12 +364,12 @@ def run_seed(args: argparse.Namespace, seed: int, rows: Rows, budget: Mapping[st
             "proposer": proposer, "split": "heldout" if seed in HELDOUT_SEEDS else "train"}
     if all((*head["key"], k) in rows for k in range(budget["stages"] - 1)):
         return
-    s = settings_for(args.task, head["preset"], proposer, seed, budget, args.verify_episodes)
+    s = settings_for(args.task, head["preset"], proposer, seed, budget)
     runs = Path(str(args.out) + ".runs")
     loop = ClosedLoop(s, runs / f"{args.task}_s{seed}_{proposer}", on_note=lambda m: None)
     loop.trainee = _Tap(loop.trainee)
     loop.engineer = Recording(loop.engineer, ContextRecorder(
-        loop, rows, head=head, tokens=args.tokens, table_episodes=args.table_episodes,
+        loop, rows, head=head, tokens=args.tokens, table_episodes=budget["table_episodes"],
         realized_every=args.realized_every, realized_moves=args.realized_moves))
     loop.run()
 
@@ -389,8 +391,7 @@ def write_meta(args: argparse.Namespace, seeds: Sequence[int], budget: Mapping[s
     entry = {"command": [sys.executable, *sys.argv], "commit": git_commit(),
              "started": started, "wall_s": wall_s, "seeds": list(seeds),
              "proposers": {s: proposer_of(s, args.mix) for s in seeds},
-             "budget": dict(budget), "table_episodes": args.table_episodes,
-             "verify_episodes": args.verify_episodes, "realized_every": args.realized_every,
+             "budget": dict(budget), "realized_every": args.realized_every,
              "realized_moves": args.realized_moves, "tokens": args.tokens,
              "machine": machine(), "versions": versions()}
     inv = [e for e in meta["invocations"] if e["started"] != started]
@@ -458,8 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-envs", type=int, help="the trainee's environments")
     ap.add_argument("--num-steps", type=int, help="the trainee's rollout length")
     ap.add_argument("--verify-episodes", type=int, help="the loop's verification episodes")
-    ap.add_argument("--table-episodes", type=int, default=TABLE_EPISODES,
-                    help="fresh levels per move in the move table")
+    ap.add_argument("--table-episodes", type=int, help="fresh levels per move in the table")
     ap.add_argument("--realized-every", type=int, default=2,
                     help="measure realized gains on every K-th stage (0: never)")
     ap.add_argument("--realized-moves", type=int, default=3,
@@ -486,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     seeds = parse_seeds(args.seeds)
     budget = copy.deepcopy(BUDGETS[args.task])
     for flag, where in (("stages", None), ("stage_steps", None), ("num_envs", "trainee"),
-                        ("num_steps", "trainee")):
+                        ("num_steps", "trainee"), ("verify_episodes", None),
+                        ("table_episodes", None)):
         if getattr(args, flag) is not None:
             (budget[where] if where else budget)[flag] = getattr(args, flag)
     if "pool_size" in budget["trainee"]:

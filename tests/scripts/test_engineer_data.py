@@ -94,8 +94,8 @@ def test_kill_9_resumes_to_the_uninterrupted_rows(tmp_path: Path) -> None:
     rows = ed.read_rows(whole)
     assert [r["stage"] for r in rows] == [0, 1]  # the last stage proposes nothing
 
-    space = make_task(ed.settings_for("cartpole", None, "mutate", 10, ed.BUDGETS["cartpole"],
-                                      None)).space
+    space = make_task(ed.settings_for("cartpole", None, "mutate", 10,
+                                      ed.BUDGETS["cartpole"])).space
     for r in rows:
         current = space.parse(r["current"], space.default())
         assert [m["move"] for m in r["moves"]] == mv.admitted(space, current)
