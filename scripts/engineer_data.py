@@ -395,7 +395,8 @@ def write_meta(args: argparse.Namespace, seeds: Sequence[int], budget: Mapping[s
              "realized_moves": args.realized_moves, "tokens": args.tokens,
              "machine": machine(), "versions": versions()}
     inv = [e for e in meta["invocations"] if e["started"] != started]
-    meta.update({"task": args.task, "preset": args.preset, "invocations": [*inv, entry]})
+    meta.update({"task": args.task, "preset": args.preset if args.task == "mapf" else None,
+                 "invocations": [*inv, entry]})
     path.write_text(json.dumps(meta, indent=1) + "\n")
 
 
@@ -429,7 +430,8 @@ def report(paths: Iterable[str | Path]) -> dict[str, Any]:
         return {"n": len(ps), "spearman": spearman([a for a, _ in ps], [g for _, g in ps])}
 
     every = [p for ps in pairs.values() for p in ps]
-    return {"rows": len(rows), "contexts_by_task_split": {
+    return {"datasets": [dataset_info(p) for p in paths], "rows": len(rows),
+            "contexts_by_task_split": {
                 f"{t}/{s}": sum(r["task"] == t and r["split"] == s for r in rows)
                 for t in sorted({r["task"] for r in rows}) for s in ("train", "heldout")},
             "moves": sum(len(r["moves"]) for r in rows),
@@ -438,6 +440,22 @@ def report(paths: Iterable[str | Path]) -> dict[str, Any]:
                                   **{t: corr(ps) for t, ps in sorted(pairs.items())}},
             "within_context_pair_agreement": {
                 **agree, "share": agree["same"] / agree["pairs"] if agree["pairs"] else None}}
+
+
+def dataset_info(path: str | Path) -> dict[str, Any]:
+    """One dataset file's provenance from its sidecar: the generating commands, commit, seeds,
+    budget, machine and wall time, with the file's size."""
+    meta_path = Path(str(path) + ".meta.json")
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {"invocations": []}
+    inv = meta["invocations"]
+    last = inv[-1] if inv else {}
+    return {"path": str(path), "bytes": Path(path).stat().st_size, "task": meta.get("task"),
+            "preset": meta.get("preset"), "commands": [" ".join(e["command"]) for e in inv],
+            "commit": last.get("commit"), "seeds": last.get("seeds"),
+            "budget": last.get("budget"), "realized_every": last.get("realized_every"),
+            "realized_moves": last.get("realized_moves"), "machine": last.get("machine"),
+            "wall_s": sum(e["wall_s"] or 0.0 for e in inv),
+            "unfinished_invocations": sum(e["wall_s"] is None for e in inv)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -472,6 +490,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.report:
         out = report(args.report)
+        from designer.run.provenance import git_commit
+
+        out = {"command": " ".join([sys.executable, *sys.argv]), "commit": git_commit(),
+               "seeds": {d["path"]: d["seeds"] for d in out["datasets"]},
+               "machine": next((d["machine"] for d in out["datasets"] if d["machine"]), None),
+               **out}
         print(json.dumps(out, indent=1))
         if args.json:
             args.json.write_text(json.dumps(out, indent=1) + "\n")
