@@ -416,10 +416,14 @@ def report(paths: Iterable[str | Path]) -> dict[str, Any]:
     contexts the share of measured move pairs the proxy orders as the realized gains do."""
     rows = [r for p in paths for r in read_rows(p)]
     pairs: dict[str, list[tuple[float, float]]] = {}
+    raw: dict[str, list[tuple[float, float]]] = {}  # learnability alone, band or not
     agree = {"same": 0, "pairs": 0}
     for r in rows:
         measured = [(proxy(m), m["realized"]["gain"]) for m in r["moves"] if m["realized"]]
         pairs.setdefault(r["task"], []).extend(measured)
+        raw.setdefault(r["task"], []).extend(
+            (m["score"]["learnability"], m["realized"]["gain"]) for m in r["moves"]
+            if m["realized"])
         for i, (a, ga) in enumerate(measured):
             for b, gb in measured[i + 1:]:
                 if a != b and ga != gb:
@@ -438,6 +442,7 @@ def report(paths: Iterable[str | Path]) -> dict[str, Any]:
             "realized_contexts": sum(r["baseline"] is not None for r in rows),
             "proxy_vs_realized": {"overall": corr(every),
                                   **{t: corr(ps) for t, ps in sorted(pairs.items())}},
+            "learnability_vs_realized": {t: corr(ps) for t, ps in sorted(raw.items())},
             "within_context_pair_agreement": {
                 **agree, "share": agree["same"] / agree["pairs"] if agree["pairs"] else None}}
 
