@@ -44,7 +44,7 @@ Row format (JSONL, one row per context, keyed by (task, seed, proposer, stage)):
                                                  # null outside the band
                 "realized": null | {"score": 0.44, "gain": 0.03}}, ...],
      "best": 7 | null,                           # the choice rule's pick, null: keep current
-     "baseline": null | {"score": 0.41, "gain": 0.0},
+     "baseline": null | {"score": 0.41, "gain": 0.0, "repeat_score": 0.43 (--noise only)},
      "seconds": {"table": 3.1, "realized": 0.0}}
 
 `reply` is the exact text the moves grammar of one move (`moves_schema(..., max_moves=1)`)
@@ -219,12 +219,14 @@ class ContextRecorder:
     """Builds and writes one row per context of one loop run (module docstring)."""
 
     def __init__(self, loop: Any, rows: Rows, *, head: dict[str, Any], tokens: str,
-                 table_episodes: int, realized_every: int, realized_moves: int):
+                 table_episodes: int, realized_every: int, realized_moves: int,
+                 noise: bool = False):
         from designer.engineer import moves as mv
         from designer.engineer.engineers import RulesEngineer, make_engineer
 
         self.loop, self.rows, self.head = loop, rows, head
         self.realized_every, self.realized_moves = realized_every, realized_moves
+        self.noise = noise
         s = type(loop.s).model_validate({**loop.s.model_dump(), "engineer": "llm",
                                          "edits": "moves"})
         count = None
@@ -303,9 +305,9 @@ class ContextRecorder:
         picks += [int(i) for i in rng.permutation(rest)[:max(0, self.realized_moves - 2)]]
         picks = list(dict.fromkeys(picks[:self.realized_moves]))
 
-        def realized(values: Mapping[str, Any]) -> float:
+        def realized(values: Mapping[str, Any], what: int = 1) -> float:
             state, _ = loop.trainee._inner.train_stage(
-                loop.trainee.state, loop.space.to_config(values), loop.key(ctx.stage + 1, 1))
+                loop.trainee.state, loop.space.to_config(values), loop.key(ctx.stage + 1, what))
             val = loop.trainee._inner.evaluate_split(state, loop.validator,
                                                      loop.key(ctx.stage + 1, 2))
             return float(loop.task.score(val.table.to_dict()))
@@ -314,7 +316,10 @@ class ContextRecorder:
         for i in picks:
             score = realized(table[i]["config"])
             table[i]["realized"] = {"score": score, "gain": score - base}
-        return {"score": base, "gain": base - base}
+        out = {"score": base, "gain": base - base}
+        if self.noise:  # the baseline again under another training key: the gains' noise
+            out["repeat_score"] = realized(ctx.current, what=0xB0B)
+        return out
 
 
 # -------------------------------------------------------------------------- the runs
@@ -370,7 +375,8 @@ def run_seed(args: argparse.Namespace, seed: int, rows: Rows, budget: Mapping[st
     loop.trainee = _Tap(loop.trainee)
     loop.engineer = Recording(loop.engineer, ContextRecorder(
         loop, rows, head=head, tokens=args.tokens, table_episodes=budget["table_episodes"],
-        realized_every=args.realized_every, realized_moves=args.realized_moves))
+        realized_every=args.realized_every, realized_moves=args.realized_moves,
+        noise=args.noise))
     loop.run()
 
 
@@ -392,7 +398,7 @@ def write_meta(args: argparse.Namespace, seeds: Sequence[int], budget: Mapping[s
              "started": started, "wall_s": wall_s, "seeds": list(seeds),
              "proposers": {s: proposer_of(s, args.mix) for s in seeds},
              "budget": dict(budget), "realized_every": args.realized_every,
-             "realized_moves": args.realized_moves, "tokens": args.tokens,
+             "realized_moves": args.realized_moves, "noise": args.noise, "tokens": args.tokens,
              "machine": machine(), "versions": versions()}
     inv = [e for e in meta["invocations"] if e["started"] != started]
     meta.update({"task": args.task, "preset": args.preset if args.task == "mapf" else None,
@@ -443,8 +449,21 @@ def report(paths: Iterable[str | Path]) -> dict[str, Any]:
             "proxy_vs_realized": {"overall": corr(every),
                                   **{t: corr(ps) for t, ps in sorted(pairs.items())}},
             "learnability_vs_realized": {t: corr(ps) for t, ps in sorted(raw.items())},
+            "noise": noise_floor(rows),
             "within_context_pair_agreement": {
                 **agree, "share": agree["same"] / agree["pairs"] if agree["pairs"] else None}}
+
+
+def noise_floor(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Where baselines were trained twice (`--noise`): the mean |difference| of the two scores
+    (what one realized measurement varies by under another training key) beside the mean
+    |realized gain| of the moves measured in the same contexts."""
+    twice = [r for r in rows if r["baseline"] and "repeat_score" in r["baseline"]]
+    gains = [abs(m["realized"]["gain"]) for r in twice for m in r["moves"] if m["realized"]]
+    diffs = [abs(r["baseline"]["repeat_score"] - r["baseline"]["score"]) for r in twice]
+    return {"contexts": len(twice),
+            "mean_abs_repeat_diff": float(np.mean(diffs)) if diffs else None,
+            "mean_abs_gain": float(np.mean(gains)) if gains else None}
 
 
 def dataset_info(path: str | Path) -> dict[str, Any]:
@@ -487,6 +506,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="measure realized gains on every K-th stage (0: never)")
     ap.add_argument("--realized-moves", type=int, default=3,
                     help="moves measured per such stage: proxy best, worst, then random")
+    ap.add_argument("--noise", action="store_true",
+                    help="train each realized context's baseline twice (another training "
+                         "key): the realized gains' noise floor")
     ap.add_argument("--tokens", choices=("model", "approx"), default="model",
                     help="prompt token count: SmolLM2's tokenizer, or the estimate")
     ap.add_argument("--report", nargs="+", metavar="JSONL",
