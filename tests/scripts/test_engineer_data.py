@@ -23,7 +23,7 @@ import engineer_data as ed  # noqa: E402
 TINY = ["--task", "cartpole", "--seeds", "10", "--stages", "3", "--stage-steps", "2048",
         "--num-envs", "16", "--num-steps", "16", "--verify-episodes", "8",
         "--table-episodes", "8", "--tokens", "approx", "--realized-every", "2",
-        "--realized-moves", "3"]
+        "--realized-moves", "3", "--noise"]
 
 
 def run_script(out: Path) -> subprocess.Popen:
@@ -104,6 +104,8 @@ def test_kill_9_resumes_to_the_uninterrupted_rows(tmp_path: Path) -> None:
         assert r["messages"][0]["role"] == "system" and "## Your answer" in \
             r["messages"][1]["content"]
     assert rows[0]["baseline"]["gain"] == 0.0 and rows[1]["baseline"] is None
+    assert 0.0 <= rows[0]["baseline"]["repeat_score"] <= 1.0
+    assert ed.report([whole])["noise"]["contexts"] == 1
     assert sum(m["realized"] is not None for m in rows[0]["moves"]) == 3
 
     cut = tmp_path / "cut.jsonl"
