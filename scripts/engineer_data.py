@@ -18,7 +18,9 @@ engineer (`Recording`) sees each stage's `Context` before the proposer answers a
   proxy's best, its worst, then random ones) and of the current config unchanged (the
   baseline): one more stage trained from the same trainee state under each config, with the
   keys the loop's next stage uses, then the validation split scored by the task's `score`;
-  realized gain = that score minus the baseline's.
+  realized gain = that score minus the baseline's (`--realized-keys R`: each score the mean
+  over R training keys; `--noise`: the baseline once more under R other keys, the noise
+  floor a gain is read against).
 
 Seeds 0-4 are reserved for evaluating engineers and refused; training contexts come from seeds
 10-49, held-out contexts (for evaluating a trained engineer, never for training) from 50-54.
@@ -220,13 +222,13 @@ class ContextRecorder:
 
     def __init__(self, loop: Any, rows: Rows, *, head: dict[str, Any], tokens: str,
                  table_episodes: int, realized_every: int, realized_moves: int,
-                 noise: bool = False):
+                 noise: bool = False, realized_keys: int = 1):
         from designer.engineer import moves as mv
         from designer.engineer.engineers import RulesEngineer, make_engineer
 
         self.loop, self.rows, self.head = loop, rows, head
         self.realized_every, self.realized_moves = realized_every, realized_moves
-        self.noise = noise
+        self.noise, self.realized_keys = noise, realized_keys
         s = type(loop.s).model_validate({**loop.s.model_dump(), "engineer": "llm",
                                          "edits": "moves"})
         count = None
@@ -305,12 +307,18 @@ class ContextRecorder:
         picks += [int(i) for i in rng.permutation(rest)[:max(0, self.realized_moves - 2)]]
         picks = list(dict.fromkeys(picks[:self.realized_moves]))
 
-        def realized(values: Mapping[str, Any], what: int = 1) -> float:
-            state, _ = loop.trainee._inner.train_stage(
-                loop.trainee.state, loop.space.to_config(values), loop.key(ctx.stage + 1, what))
-            val = loop.trainee._inner.evaluate_split(state, loop.validator,
-                                                     loop.key(ctx.stage + 1, 2))
-            return float(loop.task.score(val.table.to_dict()))
+        def realized(values: Mapping[str, Any], first: int = 0) -> float:
+            """The mean validation score after one stage under `values`, over
+            `realized_keys` training keys (the first the loop's next stage's own)."""
+            out = []
+            for j in range(first, first + self.realized_keys):
+                state, _ = loop.trainee._inner.train_stage(
+                    loop.trainee.state, loop.space.to_config(values),
+                    loop.key(ctx.stage + 1, 1 if j == 0 else 0x1000 + j))
+                val = loop.trainee._inner.evaluate_split(state, loop.validator,
+                                                         loop.key(ctx.stage + 1, 2))
+                out.append(float(loop.task.score(val.table.to_dict())))
+            return float(np.mean(out))
 
         base = realized(ctx.current)
         for i in picks:
@@ -318,7 +326,7 @@ class ContextRecorder:
             table[i]["realized"] = {"score": score, "gain": score - base}
         out = {"score": base, "gain": base - base}
         if self.noise:  # the baseline again under another training key: the gains' noise
-            out["repeat_score"] = realized(ctx.current, what=0xB0B)
+            out["repeat_score"] = realized(ctx.current, first=self.realized_keys)
         return out
 
 
@@ -376,7 +384,7 @@ def run_seed(args: argparse.Namespace, seed: int, rows: Rows, budget: Mapping[st
     loop.engineer = Recording(loop.engineer, ContextRecorder(
         loop, rows, head=head, tokens=args.tokens, table_episodes=budget["table_episodes"],
         realized_every=args.realized_every, realized_moves=args.realized_moves,
-        noise=args.noise))
+        noise=args.noise, realized_keys=args.realized_keys))
     loop.run()
 
 
@@ -398,7 +406,8 @@ def write_meta(args: argparse.Namespace, seeds: Sequence[int], budget: Mapping[s
              "started": started, "wall_s": wall_s, "seeds": list(seeds),
              "proposers": {s: proposer_of(s, args.mix) for s in seeds},
              "budget": dict(budget), "realized_every": args.realized_every,
-             "realized_moves": args.realized_moves, "noise": args.noise, "tokens": args.tokens,
+             "realized_moves": args.realized_moves, "realized_keys": args.realized_keys,
+             "noise": args.noise, "tokens": args.tokens,
              "machine": machine(), "versions": versions()}
     inv = [e for e in meta["invocations"] if e["started"] != started]
     meta.update({"task": args.task, "preset": args.preset if args.task == "mapf" else None,
@@ -506,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="measure realized gains on every K-th stage (0: never)")
     ap.add_argument("--realized-moves", type=int, default=3,
                     help="moves measured per such stage: proxy best, worst, then random")
+    ap.add_argument("--realized-keys", type=int, default=1,
+                    help="training keys each realized score is averaged over")
     ap.add_argument("--noise", action="store_true",
                     help="train each realized context's baseline twice (another training "
                          "key): the realized gains' noise floor")
@@ -532,8 +543,8 @@ def main(argv: list[str] | None = None) -> int:
     args.mix = [m.strip() for m in args.mix.split(",") if m.strip()]
     if not args.mix or set(args.mix) - set(PROPOSERS):
         ap.error(f"--mix takes proposers of {', '.join(PROPOSERS)}, got {args.mix}")
-    if args.realized_moves < 1 or args.realized_every < 0:
-        ap.error("--realized-moves must be >= 1 and --realized-every >= 0")
+    if args.realized_moves < 1 or args.realized_every < 0 or args.realized_keys < 1:
+        ap.error("--realized-moves and --realized-keys must be >= 1, --realized-every >= 0")
     seeds = parse_seeds(args.seeds)
     budget = copy.deepcopy(BUDGETS[args.task])
     for flag, where in (("stages", None), ("stage_steps", None), ("num_envs", "trainee"),
