@@ -240,7 +240,7 @@ class ContextRecorder:
         rules = RulesEngineer(loop.task.curriculum)
         self.low, self.high = rules.low, rules.high
         # every move the space can spell: one jitted call per context, whatever is admitted
-        spelled = sum(len(mv._spellings(t)) for t in mv.targets(loop.space))
+        spelled = sum(len(mv.spellings(t)) for t in mv.targets(loop.space))
         self.scorer = copy.copy(loop.scorer)
         self.scorer.k, self.scorer.episodes = spelled, loop.trainee.verify_episodes(
             table_episodes)
@@ -255,7 +255,8 @@ class ContextRecorder:
 
         loop, space, t0 = self.loop, self.loop.space, time.perf_counter()
         call = RoleCall(self.llm.backend, self.llm.builder, True, self.llm.max_tokens,
-                        seed=loop.s.seed * 1000 + 10 * ctx.stage, language="moves")
+                        seed=loop.s.seed * 1000 + 10 * ctx.stage, language="moves",
+                        moves=mv.moves_per_reply("transformers"))  # the embedded model's
         single(call, ctx, 1)
         prompt = call.prompts[0]
         cells = [] if ctx.failures is None else list(ctx.failures.cell_labels())
