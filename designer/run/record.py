@@ -5,10 +5,14 @@ checkpoint, then `done.json` (the stage counts as finished from that file on, se
 `designer.run.folder`), the line it adds to `metrics.jsonl` and its TensorBoard scalars.
 `load_stage` reads a finished stage back for `resume`, every file checked against its digest,
 its schema and the config space.
+
+The TensorBoard events are written with tensorboard's own event writer (no TensorFlow needed);
+without the `tensorboard` package `EventLog` does nothing, so a run never depends on it.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,8 +65,6 @@ def summary(r: StageResult, stage_steps: int) -> dict[str, Any]:
 def write_events(path: Path, r: StageResult,
                  headline: Callable[[dict[str, Any]], dict[str, float]]) -> None:
     """TensorBoard scalars of a finished stage (x axis: training env steps)."""
-    from designer.run.tensorboard import EventLog
-
     log = EventLog(path)
     vals = {f"train/{k}": v for k, v in r.train.items() if isinstance(v, float | int)}
     vals.update({f"time/{k}": v for k, v in r.times.items()})
@@ -74,6 +76,37 @@ def write_events(path: Path, r: StageResult,
             vals[f"heldout/optimal_{k}_agents"] = c["optimal"]
     log.scalars(r.env_steps, vals)
     log.close()
+
+
+class EventLog:
+    """Scalars per stage into `<folder>/tb` (a no-op without `tensorboard`)."""
+
+    def __init__(self, folder: str | Path):
+        try:
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter
+        except ImportError:
+            self._writer = None
+            return
+        self._writer = EventFileWriter(str(Path(folder) / "tb"))
+
+    @property
+    def enabled(self) -> bool:
+        return self._writer is not None
+
+    def scalars(self, step: int, values: Mapping[str, float]) -> None:
+        if self._writer is None:
+            return
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+
+        vals = [summary_pb2.Summary.Value(tag=k, simple_value=float(v))
+                for k, v in values.items() if v is not None and v == v]
+        self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=step,
+                                               summary=summary_pb2.Summary(value=vals)))
+        self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
 
 
 def load_stage(folder: RunFolder, k: int, space: Any) -> StageResult:
