@@ -23,6 +23,8 @@ from designer.run.folder import RunCorrupt, RunFolder
 
 @dataclass
 class StageResult:
+    """One finished stage as the loop hands it on and as its files hold it."""
+
     stage: int
     values: dict[str, Any]
     env_steps: int
