@@ -23,8 +23,8 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from designer.engineer.context import parse_modules
-from designer.engineer.engineers import NAMES as ENGINEERS
 from designer.engineer.moves import EDITS, TOKEN_BUDGET, edit_language
+from designer.engineer.registry import NAMES as ENGINEERS
 from designer.llm import NAMES as BACKENDS
 from designer.run.selection import SELECT
 from designer.stage_settings import (

@@ -11,7 +11,7 @@ Stage k of `ClosedLoop.run()`:
    so);
 4. verify every candidate with the current policy on fresh levels (`designer.run.scoring`, one jit)
    and choose by the documented rule (engineers marked unverified take their own proposal);
-5. write everything to the run folder (`designer.run.folder`) and mark the stage done.
+5. write everything to the run folder and mark the stage done (`designer.run.record`).
 
 After the last stage the run hands back one stage's policy (`designer.run.selection`): by default
 the one with the best validation score, written with its held-out table to `selected.json`.
@@ -32,7 +32,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,28 +39,16 @@ import jax
 import numpy as np
 
 from designer.engineer.context import Context, ContextBuilder, HistoryEntry, editable_values
-from designer.engineer.engineers import make_engineer
+from designer.engineer.registry import make_engineer
 from designer.engineer.sampling import random_values
 from designer.run.folder import SELECTED, RunCorrupt, RunFolder
 from designer.run.provenance import broadcast_values, budget, budget_line, git_commit, versions
+from designer.run.record import StageResult, load_stage, record_stage
 from designer.run.scoring import CandidateScorer
 from designer.run.selection import select_stage
 from designer.settings import RunSettings, upgrade_saved
 from designer.tasks import make_task
 from designer.trainees import make_trainee
-
-
-@dataclass
-class StageResult:
-    stage: int
-    values: dict[str, Any]
-    env_steps: int
-    times: dict[str, float]
-    validation: dict[str, Any]  # table (validation split)
-    heldout: dict[str, Any] | None  # table (held-out split), None where not evaluated
-    train: dict[str, float]
-    choice: dict[str, Any] = field(default_factory=dict)
-    last: bool = False
 
 
 def round0_values(space: Any, seed: int) -> dict[str, Any]:
@@ -180,7 +167,7 @@ class ClosedLoop:
             self.on_note(line)
         runner = self.trainee.init(jax.random.PRNGKey(s.seed))
         history: list[HistoryEntry] = []
-        results = [self._load_stage(k) for k in done]
+        results = [load_stage(f, k, self.space) for k in done]
         if results and self.main and f.write_metrics():
             self.on_note(f"{f.name('metrics.jsonl')} did not match the finished stages: "
                          "rewritten from them")
@@ -281,7 +268,6 @@ class ClosedLoop:
                history: list[HistoryEntry], train_s: float
                ) -> tuple[Any, StageResult, HistoryEntry]:
         f, s = self.folder, self.s
-        rel = f.stage_rel(stage)
         times: dict[str, float] = {}
         verified_before = self.verify_episodes
         with self.phase(stage, "train", times):
@@ -334,87 +320,24 @@ class ClosedLoop:
         if self.multi and not last:
             choice = {**choice, "next_values": broadcast_values(choice["next_values"])}
         times["verify_episodes"] = self.verify_episodes - verified_before
-        if not self.main:
-            result = StageResult(stage=stage, values=values, env_steps=self.trainee.steps(runner),
-                                 times=times, validation=val.table.to_dict(), heldout=None,
-                                 train=train, choice=choice, last=last)
-            return runner, result, entry
-        f.write_json(rel / "config.json", {"values": values,
-                                           "editable": editable_values(self.space, values)})
-        f.write_json(rel / "train.json", {**train, "env_steps": self.trainee.steps(runner)})
-        f.write_json(rel / "validation.json", {"split": val.split, "summary": entry.summary,
-                                               "table": val.table.to_dict(),
-                                               "failures": failures.__dict__})
-        heldout = None if held is None else held.table.to_dict()
-        f.write_json(rel / "heldout.json", {"split": "heldout", "table": heldout})
-        f.write_json(rel / "context.json", getattr(self.engineer, "last_prompt", None) or {
-            "rendered": self.builder.render(ctx, **self._prompt_fields(ctx)).messages})
-        f.write_json(rel / "candidates.json", [
-            {**p.__dict__, "score": sc.to_dict()} for p, sc in zip(proposals, scores)])
-        f.write_json(rel / "choice.json", choice)
-        self.trainee.save(f.stage_dir(stage) / "ckpt", runner, step=stage)
+        heldout = None if held is None else held.table.to_dict()  # None off the main process
         result = StageResult(stage=stage, values=values, env_steps=self.trainee.steps(runner),
                              times=times, validation=val.table.to_dict(), heldout=heldout,
                              train=train, choice=choice, last=last)
-        f.finish_stage(stage, self._summary(result))
-        self._events(result)
+        if not self.main:
+            return runner, result, entry
+        record_stage(f, result, {
+            "config.json": {"values": values, "editable": editable_values(self.space, values)},
+            "train.json": {**train, "env_steps": result.env_steps},
+            "validation.json": {"split": val.split, "summary": entry.summary,
+                                "table": result.validation, "failures": failures.__dict__},
+            "heldout.json": {"split": "heldout", "table": heldout},
+            "context.json": getattr(self.engineer, "last_prompt", None) or {
+                "rendered": self.builder.render(ctx, **self._prompt_fields(ctx)).messages},
+            "candidates.json": [{**p.__dict__, "score": sc.to_dict()}
+                                for p, sc in zip(proposals, scores)],
+            "choice.json": choice},
+            save=lambda ckpt: self.trainee.save(ckpt, runner, step=stage),
+            stage_steps=self.budget["stage_steps"], headline=self.task.headline)
         self.on_phase(stage, "stage", "end")
         return runner, result, entry
-
-    def _events(self, r: StageResult) -> None:
-        """TensorBoard scalars of a finished stage (x axis: training env steps)."""
-        from designer.run.tensorboard import EventLog
-
-        log = EventLog(self.folder.path)
-        vals = {f"train/{k}": v for k, v in r.train.items() if isinstance(v, float | int)}
-        vals.update({f"time/{k}": v for k, v in r.times.items()})
-        vals.update({f"validation/{k}": v for k, v in self.task.headline(r.validation).items()})
-        if r.heldout is not None:
-            vals.update({f"heldout/{k}": v for k, v in self.task.headline(r.heldout).items()})
-            for k, c in r.heldout.get("mean_over_sizes", {}).items():
-                vals[f"heldout/valid_{k}_agents"] = c["valid"]
-                vals[f"heldout/optimal_{k}_agents"] = c["optimal"]
-        log.scalars(r.env_steps, vals)
-        log.close()
-
-    def _summary(self, r: StageResult) -> dict[str, Any]:
-        held = r.heldout or {}
-        return {"stage": r.stage, "env_steps": r.env_steps, "times": r.times, "last": r.last,
-                "train_success": r.train["success_rate"],
-                "validation_overall": r.validation["overall"],
-                "validation_by_agents": r.validation.get("mean_over_sizes"),
-                "heldout_overall": held.get("overall"),
-                "heldout_by_agents": held.get("mean_over_sizes"), "values": r.values,
-                "choice": {k: v for k, v in r.choice.items() if k != "next_values"},
-                "fallback": r.choice.get("fallback"),
-                "stage_steps": self.budget["stage_steps"]}
-
-    def _load_stage(self, k: int) -> StageResult:
-        """Finished stage `k` from its files, verified (`RunFolder.verify_stage`) and checked
-        against their schemas and the config space; RunCorrupt naming the file otherwise."""
-        f = self.folder
-        rel = f.stage_rel(k)
-        done = f.verify_stage(k)
-        if done["stage"] != k:
-            raise RunCorrupt(f"{f.name(rel / 'done.json')}: stage: {done['stage']}, in the "
-                             f"folder of stage {k}")
-        choice = f.read(rel / "choice.json")
-        values = self._values(f.read(rel / "config.json")["values"], rel / "config.json",
-                              "values")
-        choice["next_values"] = self._values(choice["next_values"], rel / "choice.json",
-                                             "next_values")
-        return StageResult(stage=k, values=values,
-                           env_steps=done["env_steps"], times=done["times"],
-                           validation=f.read(rel / "validation.json")["table"],
-                           heldout=f.read(rel / "heldout.json")["table"],
-                           train=f.read(rel / "train.json"),
-                           choice=choice, last=done["last"])
-
-    def _values(self, values: dict[str, Any], rel: Path, field: str) -> dict[str, Any]:
-        """A saved config checked against the config space (bounds, grid of kinds, pins)."""
-        from jaxenv.config_space import ConfigError
-
-        try:
-            return self.space.validate(values)
-        except ConfigError as e:
-            raise RunCorrupt(f"{self.folder.name(rel)}: {field}.{e}") from None

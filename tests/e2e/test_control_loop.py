@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from designer.cli import main
-from designer.engineer.engineers import make_engineer
+from designer.engineer.registry import make_engineer
 from designer.settings import RunSettings
 from designer.tasks import make_task
 from designer.tasks.control.failures import control_failures

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from designer.cli import build_settings, parser
-from designer.engineer.engineers import make_engineer
+from designer.engineer.registry import make_engineer
 from designer.settings import RunSettings
 
 

@@ -16,7 +16,8 @@ pytest.importorskip("outlines", reason="the transformers backend needs the llm e
 
 from designer.engineer.context import Context, ContextBuilder  # noqa: E402
 from designer.engineer.edits import preset_space  # noqa: E402
-from designer.engineer.engineers import SelfEngineer, make_engineer  # noqa: E402
+from designer.engineer.engineers import SelfEngineer  # noqa: E402
+from designer.engineer.registry import make_engineer  # noqa: E402
 from designer.llm.calllog import CallLog  # noqa: E402
 from designer.settings import RunSettings  # noqa: E402
 
