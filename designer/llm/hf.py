@@ -21,6 +21,8 @@ model once, and its key/value cache is shared by the `n` replies, sampled in one
 `seed`.
 
 torch gets `threads` threads (default: `policy.llm.models.default_threads`). Limits:
+`adapter` (a LoRA file of the engineer, `designer.engineer.adapters`) is merged into the model
+once (`policy.llm.engineer_rl.merged_model`, cached by its hash) and the merged model is loaded.
 `timeout_s` is transformers' `max_time` (a reply cut by it says so in its error);
 engine errors (`RuntimeError`, e.g. out of memory) are retried `attempts` times with backoff,
 then raise `BackendError`, as does a missing model or library.
@@ -53,7 +55,8 @@ class TransformersBackend(LocalDecoder):
     def __init__(self, model: str | Path | None = None, *, temperature: float = 0.7,
                  top_p: float = 0.95, timeout_s: float = 300.0, attempts: int = 2,
                  backoff_s: float = 1.0, cache: bool = True, threads: int | None = None,
-                 lm: Any = None, tokenizer: Any = None, model_name: str | None = None):
+                 lm: Any = None, tokenizer: Any = None, model_name: str | None = None,
+                 adapter: str | Path | None = None):
         try:
             import outlines
             import torch
@@ -61,6 +64,15 @@ class TransformersBackend(LocalDecoder):
             raise BackendError(f"the transformers backend needs the llm extra "
                                f"(pip install -e '.[llm]'): {e}") from None
         torch.set_num_threads(threads or default_threads())
+        if lm is None and adapter is not None:  # a LoRA file: the base with it merged in
+            try:
+                from policy.llm.engineer_rl import merged_model
+
+                with model_errors():
+                    model = merged_model(adapter, model)
+            except ImportError as e:
+                raise BackendError(f"an adapter is merged with tunix (pip install -e "
+                                   f"'.[tunix]'): {e}") from None
         if lm is None:
             with model_errors():
                 lm, tokenizer, model_name = load_model(model, cache=cache)
