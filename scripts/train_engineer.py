@@ -169,9 +169,17 @@ def sft_target(e: Example) -> str:
 class MoveModel:
     """An `EngineerLearner` read as a distribution over each context's admitted moves."""
 
-    def __init__(self, learner: Any, chunk: int = 64):
-        self.learner, self.chunk = learner, chunk
+    def __init__(self, learner: Any, chunk: int = 64, prompt_len: int = 0):
+        self.learner, self.chunk, self.prompt_len = learner, chunk, prompt_len
         self._ids: dict[str, tuple[list[int], list[list[int]]]] = {}
+
+    def fit(self, examples: list[Example]) -> MoveModel:
+        """One compiled shape for the whole dataset: every prompt padded to the longest,
+        every move table to the largest (the CPU compiles each shape of a 30-layer model for
+        tens of seconds)."""
+        self.prompt_len = max(len(self.ids(e)[0]) for e in examples)
+        self.chunk = -(-max(len(e.moves) for e in examples) // 8) * 8
+        return self
 
     def ids(self, e: Example) -> tuple[list[int], list[list[int]]]:
         """(prompt + reply prefix ids, each move's completion ids), cached per context."""
@@ -188,7 +196,8 @@ class MoveModel:
         for i in range(0, len(moves), self.chunk):
             part = moves[i:i + self.chunk]
             part = part + [part[-1]] * (self.chunk - len(part))  # one compiled shape
-            out.append(self.learner.group_logprobs([(p, part)], bucket=MOVE_BUCKET)[0])
+            out.append(self.learner.group_logprobs([(p, part)], bucket=MOVE_BUCKET,
+                                                   prompt_len=self.prompt_len)[0])
         return np.concatenate(out)[:len(moves)]
 
     def distribution(self, e: Example) -> np.ndarray:
@@ -220,8 +229,8 @@ def sft_step(model: MoveModel, batch: list[Example]) -> float:
     """One supervised update on the batch's best-move replies (loss on reply tokens)."""
     lrn = model.learner
     groups = [(lrn.prompt_ids(e.messages), [lrn.completion_ids(sft_target(e))]) for e in batch]
-    return float(np.mean(lrn.update(groups, np.ones((len(groups), 1)), bucket=SFT_BUCKET)
-                         ["losses"]))
+    return float(np.mean(lrn.update(groups, np.ones((len(groups), 1)), bucket=SFT_BUCKET,
+                                    prompt_len=model.prompt_len)["losses"]))
 
 
 def grpo_step(model: MoveModel, batch: list[Example], group: int,
@@ -235,7 +244,8 @@ def grpo_step(model: MoveModel, batch: list[Example], group: int,
         p, moves = model.ids(e)
         groups.append((p, [moves[j] for j in picks]))
         rewards.append(e.scores[picks])
-    out = model.learner.step_groups(groups, rewards, bucket=MOVE_BUCKET)
+    out = model.learner.step_groups(groups, rewards, bucket=MOVE_BUCKET,
+                                    prompt_len=model.prompt_len)
     out["reward"] = float(np.mean(rewards))
     return out
 
@@ -374,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     from policy.llm.engineer_rl import EngineerLearner
 
     learner = EngineerLearner(args.model, rank=args.rank, alpha=args.alpha, lr=args.lr)
-    model = MoveModel(learner)
+    model = MoveModel(learner).fit(training + heldout)
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     meta: dict[str, Any] = {

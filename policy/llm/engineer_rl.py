@@ -180,19 +180,20 @@ class EngineerLearner:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"] + \
             [int(self.tokenizer.eos_token_id)] * bool(ended)
 
-    def pack(self, groups: list[tuple[list[int], list[list[int]]]], bucket: int = BUCKET
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    def pack(self, groups: list[tuple[list[int], list[list[int]]]], bucket: int = BUCKET,
+             prompt_len: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
         """(tokens, valid, completion mask, prompt length, group size) for groups of (prompt
         ids, completions' ids), each group as many rows as it has completions (all alike).
-        Prompts are left-padded and completions right-padded to multiples of ``bucket``
-        (few compiles); the mask is over the completion positions."""
+        Prompts are left-padded (to at least ``prompt_len``: one compiled shape for a whole
+        dataset) and completions right-padded to multiples of ``bucket`` (few compiles); the
+        mask is over the completion positions."""
         sizes = {len(c) for _, c in groups}
         if len(sizes) != 1 or 0 in sizes:
             raise ValueError(f"every group needs the same number of completions, got {sizes}")
         eos = int(self.tokenizer.eos_token_id)
         pad = self.tokenizer.pad_token_id
         pad = eos if pad is None else int(pad)
-        prompt = -(-max(len(p) for p, _ in groups) // bucket) * bucket
+        prompt = -(-max(prompt_len, *(len(p) for p, _ in groups)) // bucket) * bucket
         width = -(-max(len(r) for _, c in groups for r in c) // bucket) * bucket
         rows = [(p, r) for p, c in groups for r in c]
         tokens = np.full((len(rows), prompt + width), pad, np.int32)
@@ -227,22 +228,23 @@ class EngineerLearner:
         return (np.asarray(lp) * cmask).sum(-1)
 
     def group_logprobs(self, groups: list[tuple[list[int], list[list[int]]]], *,
-                       bucket: int = BUCKET, model: Any = None) -> np.ndarray:
+                       bucket: int = BUCKET, prompt_len: int = 0, model: Any = None
+                       ) -> np.ndarray:
         """sum_t log pi of each completion, [groups, group size] (`pack`'s groups; default
         model: the LoRA one). Each group's prompt runs once."""
-        tokens, valid, cmask, prompt, g = self.pack(groups, bucket)
+        tokens, valid, cmask, prompt, g = self.pack(groups, bucket, prompt_len)
         with self.mesh:
             lp = self._completion_logps(self.model if model is None else model, tokens, valid,
                                         prompt=prompt, group=g)
         return (np.asarray(lp) * cmask).sum(-1).reshape(len(groups), g)
 
     def update(self, groups: list[tuple[list[int], list[list[int]]]], weights: Any, *,
-               bucket: int = BUCKET) -> dict[str, list[float]]:
+               bucket: int = BUCKET, prompt_len: int = 0) -> dict[str, list[float]]:
         """``steps`` gradient steps on ``-sum weight * log pi(completion) / tokens`` over all
         groups' rows (`pack`; ``weights`` [groups, group size]): GRPO with advantages as
         weights, supervised learning with weights of one. With ``beta`` > 0 the KL to the
         frozen base is added (its pass run once)."""
-        tokens, valid, cmask, prompt, g = self.pack(groups, bucket)
+        tokens, valid, cmask, prompt, g = self.pack(groups, bucket, prompt_len)
         adv = np.asarray(weights, np.float32).reshape(-1)
         out: dict[str, list[float]] = {"losses": [], "kl": []}
         with self.mesh:
@@ -272,18 +274,18 @@ class EngineerLearner:
         return out
 
     def step_groups(self, groups: list[tuple[list[int], list[list[int]]]], rewards: Any,
-                    *, bucket: int = BUCKET) -> dict[str, Any]:
+                    *, bucket: int = BUCKET, prompt_len: int = 0) -> dict[str, Any]:
         """One GRPO update over many groups (many contexts per step): advantages normalised
-        within each group; groups whose rewards are all equal carry no signal and are left
-        out (no update at all when none is left)."""
+        within each group; a group whose rewards are all equal carries no signal (weights of
+        zero; it stays in the batch, so the compiled shape stays); no update at all when no
+        group has a signal."""
         adv = np.stack([advantages(r) for r in rewards]) if len(rewards) else np.zeros((0, 0))
-        keep = [i for i in range(len(groups)) if np.any(adv[i])]
-        out: dict[str, Any] = {"groups": len(groups), "used": len(keep), "losses": [],
-                               "kl": []}
-        if not keep:
+        used = int(sum(np.any(a) for a in adv))
+        out: dict[str, Any] = {"groups": len(groups), "used": used, "losses": [], "kl": []}
+        if not used:
             out["skipped"] = "no advantage (every group's rewards are all equal)"
             return out
-        out.update(self.update([groups[i] for i in keep], adv[keep], bucket=bucket))
+        out.update(self.update(groups, adv, bucket=bucket, prompt_len=prompt_len))
         return out
 
     def reset(self, lr: float | None = None) -> None:
