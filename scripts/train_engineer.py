@@ -252,13 +252,18 @@ def grpo_step(model: MoveModel, batch: list[Example], group: int,
 
 def train(model: MoveModel, training: list[Example], heldout: list[Example], *, seed: int,
           sft_steps: int, grpo_steps: int, batch: int, contexts: int, group: int,
-          eval_every: int, log: Any = print) -> list[dict[str, Any]]:
-    """SFT then GRPO from the learner's initial LoRA; the curve of held-out measures."""
+          eval_every: int, minutes: float = 0.0, start: dict[str, Any] | None = None,
+          log: Any = print) -> list[dict[str, Any]]:
+    """SFT then GRPO from the learner's initial LoRA; the curve of held-out measures.
+    ``minutes`` (0: none): past it, the run stops after a last held-out measure (the curve
+    says where). ``start``: the initial LoRA's measures, when already taken."""
     rng = np.random.default_rng(seed)
     model.learner.reset()
-    curve = [{"update": 0, "phase": "start", **evaluate(model, heldout)}]
+    t_start = time.perf_counter()
+    curve = [{"update": 0, "phase": "start", **(start or evaluate(model, heldout))}]
     log(json.dumps(curve[-1]))
-    for u in range(1, sft_steps + grpo_steps + 1):
+    last = sft_steps + grpo_steps
+    for u in range(1, last + 1):
         t0 = time.perf_counter()
         if u <= sft_steps:
             idx = rng.choice(len(training), min(batch, len(training)), replace=False)
@@ -268,10 +273,15 @@ def train(model: MoveModel, training: list[Example], heldout: list[Example], *, 
             idx = rng.choice(len(training), min(contexts, len(training)), replace=False)
             rec = {"phase": "grpo", **grpo_step(model, [training[i] for i in idx], group, rng)}
         rec["step_s"] = round(time.perf_counter() - t0, 2)
-        if u % eval_every == 0 or u in (sft_steps, sft_steps + grpo_steps):
+        over = minutes > 0 and time.perf_counter() - t_start > 60 * minutes
+        if over:
+            rec["stopped"] = f"the {minutes:g} min budget ran out"
+        if u % eval_every == 0 or u in (sft_steps, last) or over:
             rec.update(evaluate(model, heldout))
         curve.append({"update": u, **rec})
         log(json.dumps({k: v for k, v in curve[-1].items() if k not in ("losses", "kl")}))
+        if over:
+            break
     return curve
 
 
@@ -341,7 +351,8 @@ def model_card(name: str, args: argparse.Namespace, meta: dict[str, Any],
                        data=", ".join(Path(d).name for d in args.data),
                        n_train=meta["train_contexts"], n_heldout=meta["heldout_contexts"],
                        train_seeds=args.train_seeds, heldout_seeds=args.heldout_seeds,
-                       sft=args.sft_steps, grpo=args.grpo_steps, batch=args.batch,
+                       sft=sum(c["phase"] == "sft" for c in curve),
+                       grpo=sum(c["phase"] == "grpo" for c in curve), batch=args.batch,
                        contexts=args.contexts, group=args.group, seed=seed,
                        minutes=meta["minutes"][str(seed)], table=rows,
                        command=meta["command"])
@@ -366,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--contexts", type=int, default=4, help="GRPO contexts per update")
     ap.add_argument("--group", type=int, default=8, help="sampled moves per context")
     ap.add_argument("--eval-every", type=int, default=5)
+    ap.add_argument("--minutes", type=float, default=0.0, help="time budget per training "
+                    "seed (0: none); past it the seed stops after a last measure")
     ap.add_argument("--ship", default=None, help="copy the first seed's adapter into "
                     "designer/engineer/adapters/NAME with its model card")
     args = ap.parse_args(argv)
@@ -393,12 +406,17 @@ def main(argv: list[str] | None = None) -> int:
         "train_contexts": len(training), "heldout_contexts": len(heldout),
         "realized_best": sum(e.realized for e in training), "minutes": {}, "curves": {}}
     curves: dict[int, list[dict[str, Any]]] = {}
+    learner.reset()
+    t0 = time.perf_counter()
+    start = evaluate(model, heldout)  # every seed starts from the same LoRA: measured once
+    meta["start_minutes"] = round((time.perf_counter() - t0) / 60, 2)
+    print(f"start: {json.dumps(start)}", flush=True)
     for seed in seeds:
         t0 = time.perf_counter()
         curves[seed] = train(model, training, heldout, seed=seed, sft_steps=args.sft_steps,
                              grpo_steps=args.grpo_steps, batch=args.batch,
                              contexts=args.contexts, group=args.group,
-                             eval_every=args.eval_every,
+                             eval_every=args.eval_every, minutes=args.minutes, start=start,
                              log=lambda s, seed=seed: print(f"[seed {seed}] {s}", flush=True))
         meta["minutes"][str(seed)] = round((time.perf_counter() - t0) / 60, 2)
         meta["curves"][str(seed)] = curves[seed]
