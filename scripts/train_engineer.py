@@ -200,8 +200,9 @@ class MoveModel:
                                                    prompt_len=self.prompt_len)[0])
         return np.concatenate(out)[:len(moves)]
 
-    def distribution(self, e: Example) -> np.ndarray:
-        lp = self.logprobs(e)
+    def distribution(self, e: Example, temperature: float = 1.0) -> np.ndarray:
+        """The model's move distribution (softmax of the log-probabilities / temperature)."""
+        lp = self.logprobs(e) / temperature
         q = np.exp(lp - lp.max())
         return q / q.sum()
 
@@ -234,12 +235,13 @@ def sft_step(model: MoveModel, batch: list[Example]) -> float:
 
 
 def grpo_step(model: MoveModel, batch: list[Example], group: int,
-              rng: np.random.Generator) -> dict[str, Any]:
-    """One GRPO update: ``group`` moves sampled from each context's move distribution,
-    rewarded by their verification scores (module docstring, 2)."""
+              rng: np.random.Generator, temperature: float = 1.0) -> dict[str, Any]:
+    """One GRPO update: ``group`` moves sampled from each context's move distribution (at
+    ``temperature``: above 1 it explores a peaked distribution, whose samples would all be
+    one move and carry no advantage), rewarded by their verification scores."""
     groups, rewards = [], []
     for e in batch:
-        q = model.distribution(e)
+        q = model.distribution(e, temperature)
         picks = rng.choice(len(q), size=group, p=q)
         p, moves = model.ids(e)
         groups.append((p, [moves[j] for j in picks]))
@@ -253,7 +255,7 @@ def grpo_step(model: MoveModel, batch: list[Example], group: int,
 def train(model: MoveModel, training: list[Example], heldout: list[Example], *, seed: int,
           sft_steps: int, grpo_steps: int, batch: int, contexts: int, group: int,
           eval_every: int, minutes: float = 0.0, start: dict[str, Any] | None = None,
-          log: Any = print) -> list[dict[str, Any]]:
+          temperature: float = 1.0, log: Any = print) -> list[dict[str, Any]]:
     """SFT then GRPO from the learner's initial LoRA; the curve of held-out measures.
     ``minutes`` (0: none): past it, the run stops after a last held-out measure (the curve
     says where). ``start``: the initial LoRA's measures, when already taken."""
@@ -271,7 +273,8 @@ def train(model: MoveModel, training: list[Example], heldout: list[Example], *, 
                                    "loss": sft_step(model, [training[i] for i in idx])}
         else:
             idx = rng.choice(len(training), min(contexts, len(training)), replace=False)
-            rec = {"phase": "grpo", **grpo_step(model, [training[i] for i in idx], group, rng)}
+            rec = {"phase": "grpo", **grpo_step(model, [training[i] for i in idx], group, rng,
+                                                temperature)}
         rec["step_s"] = round(time.perf_counter() - t0, 2)
         over = minutes > 0 and time.perf_counter() - t_start > 60 * minutes
         if over:
@@ -376,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grpo-steps", type=int, default=20)
     ap.add_argument("--contexts", type=int, default=4, help="GRPO contexts per update")
     ap.add_argument("--group", type=int, default=8, help="sampled moves per context")
+    ap.add_argument("--temperature", type=float, default=1.0, help="GRPO's sampling "
+                    "temperature over the move distribution")
     ap.add_argument("--eval-every", type=int, default=5)
     ap.add_argument("--minutes", type=float, default=0.0, help="time budget per training "
                     "seed (0: none); past it the seed stops after a last measure")
@@ -417,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                              grpo_steps=args.grpo_steps, batch=args.batch,
                              contexts=args.contexts, group=args.group,
                              eval_every=args.eval_every, minutes=args.minutes, start=start,
+                             temperature=args.temperature,
                              log=lambda s, seed=seed: print(f"[seed {seed}] {s}", flush=True))
         meta["minutes"][str(seed)] = round((time.perf_counter() - t0) / 60, 2)
         meta["curves"][str(seed)] = curves[seed]
