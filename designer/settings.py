@@ -197,6 +197,9 @@ class RunSettings(Strict):
         if self.learn.enabled and self.backend != "transformers":
             raise ValueError("--learn needs --backend transformers (tunix loads the "
                              "engineer's weights)")
+        if self.adapter != "none" and self.learn.enabled:
+            raise ValueError("--adapter with --learn: start the learning from the adapter "
+                             "with --learn-from FILE instead (the learner owns the LoRA)")
         if self.adapter != "none" and (self.engineer != "llm" or self.backend != "transformers"):
             raise ValueError("--adapter needs --engineer llm and --backend transformers (the "
                              "adapter is merged into the embedded model's weights)")

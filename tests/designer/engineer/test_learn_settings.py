@@ -72,3 +72,5 @@ def test_adapter_flag(tmp_path, capsys):
         RunSettings(adapter=str(tmp_path / "missing.safetensors"))
     with pytest.raises(ValueError, match="--adapter needs --engineer llm"):
         RunSettings(adapter=str(path), backend="openai")
+    with pytest.raises(ValueError, match="--learn-from"):
+        RunSettings(adapter=str(path), learn={"enabled": True})
