@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import time
@@ -58,9 +59,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from policy.llm.engineer_rl import prefer_memory_schedule  # noqa: E402
-
-prefer_memory_schedule()  # before anything starts JAX (the designer's imports do)
+# XLA:CPU's memory-minimising scheduler (`policy.llm.engineer_rl.MEMORY_FLAG`), set before any
+# import: importing the packages starts JAX, and an update without it keeps every layer's
+# activations (SmolLM2 on two prompts of a thousand tokens ran out of memory)
+MEMORY_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+if "concurrency_optimized_scheduler" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {MEMORY_FLAG}".strip()
 
 from designer.engineer.moves import RATIONALE_CHARS, reply_text  # noqa: E402
 

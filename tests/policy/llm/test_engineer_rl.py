@@ -275,6 +275,9 @@ def test_reading_and_splitting_the_dataset():
     assert [e.seed for e in train] == [10, 11] and [e.seed for e in held] == [40]
     with pytest.raises(ValueError, match="both"):
         s.split(ex, {10, 40}, {40})
+    from policy.llm.engineer_rl import MEMORY_FLAG
+
+    assert s.MEMORY_FLAG == MEMORY_FLAG  # the script sets it before JAX starts
     target = s.sft_target(ex[0])
     assert target.startswith(s.prefix(ex[0].diagnosis) + ex[0].moves[0] + '"]')
     from designer.engineer.moves import apply_moves
