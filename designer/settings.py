@@ -95,6 +95,10 @@ class RunSettings(Strict):
                                        json_schema_extra=flag("backend"))
     model: str | None = Field(None, description="Model path or name (default: SmolLM2-135M).",
                               json_schema_extra=flag("model"))
+    adapter: str = Field("none", description="The engineer's LoRA adapter (transformers "
+                         "backend, llm engineer): none (the base model), shipped (the one in "
+                         "the package, designer/engineer/adapters), a shipped name or a "
+                         ".safetensors file.", json_schema_extra=flag("adapter", legacy="none"))
     base_url: str | None = Field(None, description="OpenAI-compatible server (openai backend).",
                                  json_schema_extra=flag("base-url"))
     roles: Literal["single", "team"] = Field("single", description="One call or analyst, "
@@ -193,6 +197,12 @@ class RunSettings(Strict):
         if self.learn.enabled and self.backend != "transformers":
             raise ValueError("--learn needs --backend transformers (tunix loads the "
                              "engineer's weights)")
+        if self.adapter != "none" and self.learn.enabled:
+            raise ValueError("--adapter with --learn: start the learning from the adapter "
+                             "with --learn-from FILE instead (the learner owns the LoRA)")
+        if self.adapter != "none" and (self.engineer != "llm" or self.backend != "transformers"):
+            raise ValueError("--adapter needs --engineer llm and --backend transformers (the "
+                             "adapter is merged into the embedded model's weights)")
         if self.trainee_kind == "llm" and self.env != "mapf":
             raise ValueError(f"the llm trainee writes MAPF plans; env {self.env!r} has none")
         if self.llm is not None and self.llm.model is not None and not _exists(self.llm.model):
@@ -240,6 +250,14 @@ class RunSettings(Strict):
                 given = {k: getattr(given, k) for k in given.model_fields_set}
             data[block] = {**defaults, **dict(given)}
         return data
+
+    @field_validator("adapter")
+    @classmethod
+    def _adapter(cls, v: str) -> str:
+        from designer.engineer.adapters import resolve
+
+        resolve(v)  # a ValueError naming what exists
+        return v
 
     @field_validator("guidelines")
     @classmethod

@@ -23,6 +23,8 @@ model) is decoded by enumeration instead (`designer.llm.enumerate`: one model pa
 options scored exactly, a call's moves distinct); `by_enumeration=False` keeps outlines for it.
 
 torch gets `threads` threads (default: `policy.llm.models.default_threads`). Limits:
+`adapter` (a LoRA file of the engineer, `designer.engineer.adapters`) is merged into the model
+once (`policy.llm.engineer_rl.merged_model`, cached by its hash) and the merged model is loaded.
 `timeout_s` is transformers' `max_time` (a reply cut by it says so in its error);
 engine errors (`RuntimeError`, e.g. out of memory) are retried `attempts` times with backoff,
 then raise `BackendError`, as does a missing model or library.
@@ -57,7 +59,7 @@ class TransformersBackend(LocalDecoder):
                  top_p: float = 0.95, timeout_s: float = 300.0, attempts: int = 2,
                  backoff_s: float = 1.0, cache: bool = True, threads: int | None = None,
                  lm: Any = None, tokenizer: Any = None, model_name: str | None = None,
-                 by_enumeration: bool = True):
+                 adapter: str | Path | None = None, by_enumeration: bool = True):
         try:
             import outlines
             import torch
@@ -65,6 +67,15 @@ class TransformersBackend(LocalDecoder):
             raise BackendError(f"the transformers backend needs the llm extra "
                                f"(pip install -e '.[llm]'): {e}") from None
         torch.set_num_threads(threads or default_threads())
+        if lm is None and adapter is not None:  # a LoRA file: the base with it merged in
+            try:
+                from policy.llm.engineer_rl import merged_model
+
+                with model_errors():
+                    model = merged_model(adapter, model)
+            except ImportError as e:
+                raise BackendError(f"an adapter is merged with tunix (pip install -e "
+                                   f"'.[tunix]'): {e}") from None
         if lm is None:
             with model_errors():
                 lm, tokenizer, model_name = load_model(model, cache=cache)

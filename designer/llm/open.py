@@ -1,14 +1,16 @@
 """The LLM backend a run asks for, logged into its run folder and replayed on resume.
 
 `open_backend(settings, log_path)`: the backend named by `settings.backend` (model,
-base_url), wrapped in `LoggedBackend` over the run's call log with `replay_first=True`, so a
-resumed run answers its earlier calls from the log (the same replies, whatever the model
-would sample now), and a fresh run logs every call. For `--backend replay`, `--model` names
-the call log to replay.
+base_url, and for transformers the engineer's adapter, `designer.engineer.adapters`, whose
+origin is printed), wrapped in `LoggedBackend` over the run's call log with
+`replay_first=True`, so a resumed run answers its earlier calls from the log (the same
+replies, whatever the model would sample now), and a fresh run logs every call. For
+`--backend replay`, `--model` names the call log to replay.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,4 +67,10 @@ def open_backend(settings: Any, log_path: str | Path | None) -> LoggedBackend:
         options = {"log_path": settings.model}
     else:
         options = {"model": settings.model}
+        adapter = getattr(settings, "adapter", "none")
+        if name == "transformers" and adapter != "none":
+            from designer.engineer.adapters import describe, resolve
+
+            print(f"engineer adapter: {describe(adapter)}", file=sys.stderr, flush=True)
+            options["adapter"] = str(resolve(adapter))
     return LoggedBackend(LazyBackend(name, options), CallLog(log_path), replay_first=True)

@@ -20,10 +20,17 @@ every pass runs the prompt once and the completions attend to its keys and value
 (``tunix_adapter.shared_prompt_logits``, the GRPO trainee's prompt groups): the same numbers as
 n full passes (``tests/policy/llm/test_engineer_rl.py``), for a fraction of the work.
 
+Many contexts per update (the engineer trained offline on scored move tables,
+``scripts/train_engineer.py``): ``step_groups`` packs several groups, each its own prompt
+(left-padded to one length) and its completions, into one batch; advantages are normalised
+within each group and each group's prompt still runs once. ``update`` is the weighted
+log-likelihood step both use (weights of one: supervised learning on target replies).
+
 The adapter (the LoRA parameters, float32, plus rank and alpha) is saved as one safetensors
 file (``save_adapter``; atomic) and loaded back into a learner of the same model
 (``load_adapter``), so a later run can start from it. ``export(out)`` writes the merged model
-as a transformers folder (``policy.llm.export``) for the constrained backend.
+as a transformers folder (``policy.llm.export``) for the constrained backend;
+``merged_model(adapter)`` does so once per adapter file, cached by its hash (``--adapter``).
 """
 
 from __future__ import annotations
@@ -74,9 +81,11 @@ def advantages(rewards: Any, eps: float = 1e-6) -> np.ndarray:
     return ((r - r.mean()) / (std + eps)).astype(np.float32)
 
 
-def _completion_logps(model: Any, tokens: Any, valid: Any, prompt: int) -> Any:
-    """log pi of each completion token, [B, L - prompt], for rows that share their first
-    ``prompt`` tokens (left-padded prompt, right-padded completions): the prompt runs once."""
+def _completion_logps(model: Any, tokens: Any, valid: Any, prompt: int,
+                      group: int | None = None) -> Any:
+    """log pi of each completion token, [B, L - prompt], for rows whose groups of ``group``
+    consecutive rows (default: all B) share their first ``prompt`` tokens (left-padded
+    prompts, right-padded completions): each group's prompt runs once."""
     import jax
     import jax.numpy as jnp
 
@@ -85,7 +94,8 @@ def _completion_logps(model: Any, tokens: Any, valid: Any, prompt: int) -> Any:
     length = tokens.shape[1]
     positions = jnp.clip(jnp.cumsum(valid, axis=-1) - 1, 0).astype(jnp.int32)
     attn = jnp.tril(jnp.ones((length, length), bool))[None] & valid[:, None, :]
-    logits = shared_prompt_logits(model, tokens, positions, attn, prompt, tokens.shape[0])
+    group = tokens.shape[0] if group is None else group
+    logits = shared_prompt_logits(model, tokens, positions, attn, prompt, group)
     logits = logits[:, :-1].astype(jnp.float32)
     # the chosen token's logit minus the log-normaliser: no [B, C, V] log-softmax to keep
     chosen = jnp.take_along_axis(logits, tokens[:, prompt:, None], axis=-1)[..., 0]
@@ -125,64 +135,87 @@ class EngineerLearner:
         if remat:
             _remat(base)
         self.model = A.apply_lora(base, self.mesh, rank, alpha)
+        self.lr = lr
         self.optimizer = nnx.Optimizer(self.model, optax.adam(lr), wrt=nnx.LoRAParam)
         self.updates = 0
+        self._initial = self.lora_arrays()
         beta_ = float(beta)
 
-        def loss_fn(model, tokens, valid, cmask, adv, ref, prompt):
+        def loss_fn(model, tokens, valid, cmask, adv, ref, prompt, group):
             import jax.numpy as jnp
 
-            lp = _completion_logps(model, tokens, valid, prompt)
+            lp = _completion_logps(model, tokens, valid, prompt, group)
             n = jnp.maximum(cmask.sum(), 1.0)
             loss = -(adv[:, None] * lp * cmask).sum() / n
+            if ref is None:  # no KL term: the base model's pass is not run
+                return loss, jnp.zeros(())
             d = ref - lp
             kl = ((jnp.exp(d) - d - 1.0) * cmask).sum() / n
             return loss + beta_ * kl, kl
 
-        @nnx.jit(static_argnames="prompt")
-        def train_step(model, optimizer, tokens, valid, cmask, adv, ref, prompt):
-            """One update from the whole group (its prompt run once)."""
+        @nnx.jit(static_argnames=("prompt", "group"))
+        def train_step(model, optimizer, tokens, valid, cmask, adv, ref, prompt, group):
+            """One update from the whole batch (each group's prompt run once)."""
             grad_fn = nnx.value_and_grad(loss_fn, argnums=nnx.DiffState(0, nnx.LoRAParam),
                                          has_aux=True)
-            (loss, kl), grads = grad_fn(model, tokens, valid, cmask, adv, ref, prompt)
+            (loss, kl), grads = grad_fn(model, tokens, valid, cmask, adv, ref, prompt, group)
             optimizer.update(model, grads)
             return loss, kl
 
         self._train_step = train_step
-        self._completion_logps = nnx.jit(_completion_logps, static_argnames="prompt")
+        self._completion_logps = nnx.jit(_completion_logps, static_argnames=("prompt", "group"))
 
     # ------------------------------------------------------------------------ data
-    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        """The ids the transformers backend feeds for ``messages`` (the same code)."""
+    def prompt_ids(self, messages: list[dict[str, str]], prefix: str = "") -> list[int]:
+        """The ids the transformers backend feeds for ``messages`` (the same code), then
+        ``prefix`` (the start of a reply the completions continue, e.g. its diagnosis)."""
         from policy.llm.models import prompt_ids
 
-        return prompt_ids(self.tokenizer, messages, "engineer")
+        ids = prompt_ids(self.tokenizer, messages, "engineer")
+        return ids + (self.tokenizer(prefix, add_special_tokens=False)["input_ids"]
+                      if prefix else [])
+
+    def completion_ids(self, text: str, ended: bool = True) -> list[int]:
+        """The ids of a completion, closed by the end-of-reply token when ``ended``."""
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"] + \
+            [int(self.tokenizer.eos_token_id)] * bool(ended)
+
+    def pack(self, groups: list[tuple[list[int], list[list[int]]]], bucket: int = BUCKET,
+             prompt_len: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+        """(tokens, valid, completion mask, prompt length, group size) for groups of (prompt
+        ids, completions' ids), each group as many rows as it has completions (all alike).
+        Prompts are left-padded (to at least ``prompt_len``: one compiled shape for a whole
+        dataset) and completions right-padded to multiples of ``bucket`` (few compiles); the
+        mask is over the completion positions."""
+        sizes = {len(c) for _, c in groups}
+        if len(sizes) != 1 or 0 in sizes:
+            raise ValueError(f"every group needs the same number of completions, got {sizes}")
+        eos = int(self.tokenizer.eos_token_id)
+        pad = self.tokenizer.pad_token_id
+        pad = eos if pad is None else int(pad)
+        prompt = -(-max(prompt_len, *(len(p) for p, _ in groups)) // bucket) * bucket
+        width = -(-max(len(r) for _, c in groups for r in c) // bucket) * bucket
+        rows = [(p, r) for p, c in groups for r in c]
+        tokens = np.full((len(rows), prompt + width), pad, np.int32)
+        valid = np.zeros(tokens.shape, bool)
+        cmask = np.zeros((len(rows), width), np.float32)
+        for i, (p, r) in enumerate(rows):
+            tokens[i, prompt - len(p):prompt] = p
+            valid[i, prompt - len(p):prompt] = True
+            tokens[i, prompt:prompt + len(r)] = r
+            valid[i, prompt:prompt + len(r)] = True
+            cmask[i, :len(r)] = 1.0
+        return tokens, valid, cmask, prompt, sizes.pop()
 
     def batch(self, messages: list[dict[str, str]], texts: list[str],
               ended: list[bool] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """(tokens, valid, completion mask, prompt length) for one prompt and its completions
-        (each closed by the end-of-reply token unless ``ended`` says it was cut). The prompt is
-        left-padded and the completions right-padded to multiples of ``BUCKET`` (few
-        compiles); the mask is over the completion positions."""
-        ids = self.prompt_ids(messages)
-        eos = int(self.tokenizer.eos_token_id)
-        pad = self.tokenizer.pad_token_id
-        pad = eos if pad is None else int(pad)
+        (each closed by the end-of-reply token unless ``ended`` says it was cut): `pack` of
+        one group."""
         ended = [True] * len(texts) if ended is None else ended
-        rows = [self.tokenizer(t, add_special_tokens=False)["input_ids"] + [eos] * bool(e)
-                for t, e in zip(texts, ended)]
-        prompt = -(-len(ids) // BUCKET) * BUCKET
-        width = -(-max(len(r) for r in rows) // BUCKET) * BUCKET
-        tokens = np.full((len(rows), prompt + width), pad, np.int32)
-        valid = np.zeros(tokens.shape, bool)
-        cmask = np.zeros((len(rows), width), np.float32)
-        tokens[:, prompt - len(ids):prompt] = ids
-        valid[:, prompt - len(ids):prompt] = True
-        for i, r in enumerate(rows):
-            tokens[i, prompt:prompt + len(r)] = r
-            valid[i, prompt:prompt + len(r)] = True
-            cmask[i, :len(r)] = 1.0
-        return tokens, valid, cmask, prompt
+        group = (self.prompt_ids(messages), [self.completion_ids(t, e)
+                                             for t, e in zip(texts, ended)])
+        return self.pack([group])[:4]
 
     # ------------------------------------------------------------------------ learning
     def logprob(self, messages: list[dict[str, str]], texts: list[str],
@@ -194,6 +227,37 @@ class EngineerLearner:
                                         prompt=prompt)
         return (np.asarray(lp) * cmask).sum(-1)
 
+    def group_logprobs(self, groups: list[tuple[list[int], list[list[int]]]], *,
+                       bucket: int = BUCKET, prompt_len: int = 0, model: Any = None
+                       ) -> np.ndarray:
+        """sum_t log pi of each completion, [groups, group size] (`pack`'s groups; default
+        model: the LoRA one). Each group's prompt runs once."""
+        tokens, valid, cmask, prompt, g = self.pack(groups, bucket, prompt_len)
+        with self.mesh:
+            lp = self._completion_logps(self.model if model is None else model, tokens, valid,
+                                        prompt=prompt, group=g)
+        return (np.asarray(lp) * cmask).sum(-1).reshape(len(groups), g)
+
+    def update(self, groups: list[tuple[list[int], list[list[int]]]], weights: Any, *,
+               bucket: int = BUCKET, prompt_len: int = 0) -> dict[str, list[float]]:
+        """``steps`` gradient steps on ``-sum weight * log pi(completion) / tokens`` over all
+        groups' rows (`pack`; ``weights`` [groups, group size]): GRPO with advantages as
+        weights, supervised learning with weights of one. With ``beta`` > 0 the KL to the
+        frozen base is added (its pass run once)."""
+        tokens, valid, cmask, prompt, g = self.pack(groups, bucket, prompt_len)
+        adv = np.asarray(weights, np.float32).reshape(-1)
+        out: dict[str, list[float]] = {"losses": [], "kl": []}
+        with self.mesh:
+            ref = None if self.beta == 0 else self._completion_logps(
+                self.base, tokens, valid, prompt=prompt, group=g)
+            for _ in range(self.steps):
+                loss, kl = self._train_step(self.model, self.optimizer, tokens, valid, cmask,
+                                            adv, ref, prompt=prompt, group=g)
+                out["losses"].append(float(loss))
+                out["kl"].append(float(kl))
+        self.updates += 1
+        return out
+
     def step(self, messages: list[dict[str, str]], texts: list[str],
              rewards: Any, ended: list[bool] | None = None) -> dict[str, Any]:
         """``steps`` GRPO updates on one group; returns what happened (for the run folder)."""
@@ -203,16 +267,40 @@ class EngineerLearner:
         if not texts or not np.any(adv):
             out["skipped"] = "no advantage (the group's rewards are all equal)"
             return out
-        tokens, valid, cmask, prompt = self.batch(messages, texts, ended)
-        with self.mesh:
-            ref = self._completion_logps(self.base, tokens, valid, prompt=prompt)
-            for _ in range(self.steps):
-                loss, kl = self._train_step(self.model, self.optimizer, tokens, valid, cmask,
-                                            adv, ref, prompt=prompt)
-                out["losses"].append(float(loss))
-                out["kl"].append(float(kl))
-        self.updates += 1
+        ended = [True] * len(texts) if ended is None else ended
+        group = (self.prompt_ids(messages), [self.completion_ids(t, e)
+                                             for t, e in zip(texts, ended)])
+        out.update(self.update([group], adv[None]))
         return out
+
+    def step_groups(self, groups: list[tuple[list[int], list[list[int]]]], rewards: Any,
+                    *, bucket: int = BUCKET, prompt_len: int = 0) -> dict[str, Any]:
+        """One GRPO update over many groups (many contexts per step): advantages normalised
+        within each group; a group whose rewards are all equal carries no signal (weights of
+        zero; it stays in the batch, so the compiled shape stays); no update at all when no
+        group has a signal."""
+        adv = np.stack([advantages(r) for r in rewards]) if len(rewards) else np.zeros((0, 0))
+        used = int(sum(np.any(a) for a in adv))
+        out: dict[str, Any] = {"groups": len(groups), "used": used, "losses": [], "kl": []}
+        if not used:
+            out["skipped"] = "no advantage (every group's rewards are all equal)"
+            return out
+        out.update(self.update(groups, adv, bucket=bucket, prompt_len=prompt_len))
+        return out
+
+    def reset(self, lr: float | None = None) -> None:
+        """The LoRA back to its initial values, a fresh optimizer (``lr``: a new rate) and no
+        updates: a new training run on the same loaded model, compiled steps kept."""
+        import jax.numpy as jnp
+        import optax
+        from flax import nnx
+
+        for path, v in nnx.iter_graph(self.model):
+            if isinstance(v, nnx.LoRAParam):
+                v.set_value(jnp.asarray(self._initial[".".join(str(p) for p in path)], v.dtype))
+        self.lr = self.lr if lr is None else lr
+        self.optimizer = nnx.Optimizer(self.model, optax.adam(self.lr), wrt=nnx.LoRAParam)
+        self.updates = 0
 
     # ------------------------------------------------------------------------ adapter
     def lora_arrays(self) -> dict[str, np.ndarray]:
@@ -271,3 +359,36 @@ class EngineerLearner:
 
         return export_hf(self.model, self.tokenizer, self.folder, out,
                          lora_scale=self.alpha / self.rank)
+
+
+def adapter_meta(path: str | Path) -> dict[str, str]:
+    """A saved adapter's metadata (rank, alpha, base, updates)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "np") as h:
+        return dict(h.metadata() or {})
+
+
+def merged_model(adapter: str | Path, base: str | Path | None = None) -> Path:
+    """A transformers folder of ``base`` (default: the embedded SmolLM2) with ``adapter``'s
+    LoRA merged in, made once into the cache and keyed by the adapter's content hash and the
+    base's folder, so that the constrained backend loads it like any model."""
+    import hashlib
+
+    from policy.llm.export import COMPLETE
+    from policy.llm.models import cache_dir, model_folder
+
+    adapter = Path(adapter)
+    if not adapter.is_file():
+        raise FileNotFoundError(f"no adapter file {adapter}")
+    folder = model_folder(base)
+    digest = hashlib.sha256(adapter.read_bytes() + str(folder.resolve()).encode()).hexdigest()
+    name = adapter.parent.name if adapter.name == "adapter.safetensors" else adapter.stem
+    target = cache_dir() / "adapters" / f"{name}-{digest[:12]}"
+    if (target / COMPLETE).is_file():
+        return target
+    meta = adapter_meta(adapter)
+    learner = EngineerLearner(folder, rank=int(meta["rank"]), alpha=float(meta["alpha"]),
+                              remat=False)
+    learner.load_adapter(adapter)
+    return learner.export(target)

@@ -52,3 +52,25 @@ def test_learning_engineer_wraps_the_llm_engineer(tmp_path):
     assert callable(eng._learner) and not hasattr(eng._learner, "step")  # loaded lazily
     eng.last_prompt = None
     assert eng.engineer.last_prompt is None
+
+
+def test_adapter_flag(tmp_path, capsys):
+    """`--adapter`: none by default; a file, a shipped name or `shipped`; anything else, or an
+    adapter for an engineer that is not the transformers `llm`, refused with a reason. The
+    backend a run opens says where its adapter came from."""
+    from designer.llm.open import open_backend
+
+    assert build_settings(parser().parse_args(["run"])).adapter == "none"
+    path = tmp_path / "mine.safetensors"
+    path.write_bytes(b"x")
+    s = build_settings(parser().parse_args(["run", "--adapter", str(path)]))
+    assert s.adapter == str(path)
+    backend = open_backend(s, None)  # lazy: nothing loaded yet
+    assert backend.inner._options["adapter"] == str(path)
+    assert f"engineer adapter: file: {path}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="no adapter"):
+        RunSettings(adapter=str(tmp_path / "missing.safetensors"))
+    with pytest.raises(ValueError, match="--adapter needs --engineer llm"):
+        RunSettings(adapter=str(path), backend="openai")
+    with pytest.raises(ValueError, match="--learn-from"):
+        RunSettings(adapter=str(path), learn={"enabled": True})

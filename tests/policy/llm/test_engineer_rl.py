@@ -212,3 +212,258 @@ def test_learning_engineer_updates_saves_and_reloads(tmp_path):
         later._start(0)
         a, b = learning.learner.lora_arrays(), later.learner.lora_arrays()
         assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+# ---------------------------------------------------------------- training on move tables
+
+
+def _script() -> Any:
+    """scripts/train_engineer.py as a module (scripts/ is not a package)."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[3] / "scripts" / "train_engineer.py"
+    spec = importlib.util.spec_from_file_location("train_engineer", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _space() -> Any:
+    from designer.engineer.edits import preset_space
+    from jaxenv.mapf import Capacity, MAPFFrozenLake
+
+    return preset_space(MAPFFrozenLake(Capacity(max_size=10, max_agents=2)).config_space, "paper")
+
+
+def toy_rows(seeds: list[int], n_moves: int = 6, label: int | None = None
+             ) -> list[dict[str, Any]]:
+    """Rows in the dataset's shape: context i labels move ``label`` best (default: i mod
+    n_moves, a different move per context)."""
+    from designer.engineer.moves import TRAINING, admitted
+
+    space = _space()
+    moves = admitted(space, space.default())[::7][:n_moves]
+    rows = []
+    for i, seed in enumerate(seeds):
+        scores = np.linspace(0.1, 0.3, n_moves)
+        best = i % n_moves if label is None else label
+        scores[best] = 0.9
+        rows.append({"key": ["mapf", seed, "dr", 1], "seed": seed,
+                     "messages": [{"role": "system", "content": "You design MAPF stages."},
+                                  {"role": "user", "content": f"Grid {i + 3}x{i + 3}, "
+                                   f"{i % 2 + 1} agents. Write the plan."}],
+                     "diagnosis": {"training": TRAINING[i % 3], "weakest": "none"},
+                     "moves": [{"move": m, "score": {"success": 0.5}, "choice_score": float(s)}
+                               for m, s in zip(moves, scores)]})
+    return rows
+
+
+def test_reading_and_splitting_the_dataset():
+    s = _script()
+    rows = toy_rows([10, 11, 40])
+    rows[1]["moves"][3]["realized"] = {"score": 0.6, "gain": 0.05}  # measured: it decides
+    rows[1]["moves"][1]["realized"] = {"score": 0.5, "gain": -0.05}
+    rows[1]["moves"][2]["choice_score"] = None  # outside the rule's band: 0
+    flat = dict(rows[2], moves=[{"move": m["move"], "score": 0.2} for m in rows[2]["moves"]])
+    ex = s.read_rows([*rows, flat])  # equal scores teach nothing: skipped
+    assert [e.seed for e in ex] == [10, 11, 40]
+    assert ex[0].best == 0 and not ex[0].realized and ex[1].best == 3 and ex[1].realized
+    assert ex[1].scores[2] == 0.0 and ex[0].key == "mapf/10/dr/1"
+    train, held = s.split(ex, s.seed_set("10-11"), s.seed_set("40"))
+    assert [e.seed for e in train] == [10, 11] and [e.seed for e in held] == [40]
+    with pytest.raises(ValueError, match="both"):
+        s.split(ex, {10, 40}, {40})
+    from policy.llm.engineer_rl import MEMORY_FLAG
+
+    assert s.MEMORY_FLAG == MEMORY_FLAG  # the script sets it before JAX starts
+    target = s.sft_target(ex[0])
+    assert target.startswith(s.prefix(ex[0].diagnosis) + ex[0].moves[0] + '"]')
+    from designer.engineer.moves import apply_moves
+
+    out = apply_moves(_space(), target, _space().default(), None, constrained=True)
+    assert out.ok and out.moves == [ex[0].moves[0]], out.rejection
+
+
+@pytest.fixture(scope="module")
+def move_learner(tmp_path_factory):
+    """A tiny model whose BPE holds the toy replies' words (a move is a few tokens) and whose
+    output layer is sharp enough for a LoRA of rank 4 to move its choice in a few steps."""
+    from policy.llm.engineer_rl import EngineerLearner
+    from tests.helpers.tiny_tunix import tiny_folder
+
+    s = _script()
+    ex = s.read_rows(toy_rows([10, 11, 12, 13]))
+    corpus = tuple(s.reply_text(e.diagnosis, [m], s.rationale(e.diagnosis))
+                   for e in ex for m in e.moves) * 3
+    root = tmp_path_factory.mktemp("moves")
+    folder = tiny_folder(root / "tiny", rope_theta=50_000.0, json_text=True, vocab=1024,
+                         corpus=corpus, head_scale=30.0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ENVENGINEER_CACHE", str(root / "cache"))
+        return EngineerLearner(folder, rank=4, alpha=8.0, lr=5e-2)
+
+
+@pytest.fixture(scope="module")
+def trained(move_learner, tmp_path_factory):
+    """The move learner after SFT on toy contexts that all label one move best (not the
+    model's first choice): the label's log-probability margin to the model's top choice
+    before and after, and the adapter saved."""
+    s = _script()
+    ex = s.read_rows(toy_rows([10, 11, 12, 13], label=2))
+    move_learner.reset()
+    model = s.MoveModel(move_learner, chunk=8)
+
+    def margins() -> np.ndarray:  # label's log pi minus the best other move's, per context
+        out = []
+        for e in ex:
+            lp = model.logprobs(e)
+            out.append(lp[e.best] - np.delete(lp, e.best).max())
+        return np.asarray(out)
+
+    before = (s.evaluate(model, ex), margins())
+    losses = [s.sft_step(model, ex) for _ in range(20)]
+    after = (s.evaluate(model, ex), margins())
+    path = move_learner.save_adapter(tmp_path_factory.mktemp("sft") / "adapter.safetensors")
+    return s, model, ex, (before, after), losses, path
+
+
+def test_sft_moves_the_top1_choice_toward_the_labels(trained):
+    """The label starts far below the model's first choice (a tiny random model prefers the
+    move of fewest tokens); SFT on the label's reply narrows that gap in every context, by
+    40 % or more on average, and the distribution's mean score does not fall."""
+    s, model, ex, ((ev0, m0), (ev1, m1)), losses, _ = trained
+    assert losses[-1] < 0.7 * losses[0]
+    assert np.all(m0 < 0) and ev0["top1"] == 0.0  # the label is not the first choice
+    assert np.all(m1 > m0) and (m1 - m0).mean() > 0.4 * np.abs(m0).mean(), (m0, m1)
+    assert ev1["score_expected"] >= ev0["score_expected"]
+
+
+def test_packed_contexts_score_as_each_alone(trained):
+    """Contexts of different prompt lengths packed in one batch give each its own numbers."""
+    s, model, ex, *_ = trained
+    lrn = model.learner
+    groups = [model.ids(e) for e in ex[:2]]
+    groups = [(p, m[:4]) for p, m in groups]
+    packed = lrn.group_logprobs(groups, bucket=s.MOVE_BUCKET)
+    for g, row in zip(groups, packed):
+        np.testing.assert_allclose(row, lrn.group_logprobs([g], bucket=s.MOVE_BUCKET)[0],
+                                   atol=1e-4)
+
+
+def test_adapter_round_trip_gives_the_same_scores(trained):
+    from policy.llm.engineer_rl import EngineerLearner
+
+    s, model, ex, _, _, path = trained
+    lrn = model.learner
+    fresh = EngineerLearner(loaded=(lrn.base, lrn.tokenizer, lrn.folder), rank=4, alpha=8.0)
+    other = s.MoveModel(fresh, chunk=8)
+    assert not np.allclose(other.logprobs(ex[0]), model.logprobs(ex[0]), atol=1e-3)
+    fresh.load_adapter(path)
+    for e in ex:
+        np.testing.assert_allclose(other.logprobs(e), model.logprobs(e), atol=1e-4)
+
+
+def test_grpo_over_many_contexts_raises_the_mean_score(move_learner):
+    """Moves sampled (hot: the tiny model's distribution is peaked) from four contexts per
+    update, rewarded by their scores: the best move gains on the others, the mean score
+    under the model does not fall."""
+    s = _script()
+    ex = s.read_rows(toy_rows([10, 11, 12, 13], label=2))
+    move_learner.reset()
+    model = s.MoveModel(move_learner, chunk=8)
+    rng = np.random.default_rng(0)
+
+    def margin() -> float:  # the labelled best move's log pi over the others' mean
+        return float(np.mean([(lp := model.logprobs(e))[e.best] - np.delete(lp, e.best).mean()
+                              for e in ex]))
+
+    before, m0 = s.evaluate(model, ex)["score_expected"], margin()
+    recs = [s.grpo_step(model, ex, 8, rng, temperature=20.0) for _ in range(10)]
+    assert all(r["groups"] == 4 for r in recs) and sum(r["used"] for r in recs) >= 20
+    assert margin() > m0 + 1.0
+    assert s.evaluate(model, ex)["score_expected"] >= before
+
+
+def test_train_script_writes_curves_summary_and_adapters(tmp_path):
+    import json
+
+    from tests.helpers.tiny_tunix import tiny_folder
+
+    s = _script()
+    data = tmp_path / "toy.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in toy_rows([10, 11, 12, 40, 41])))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))
+        folder = tiny_folder(tmp_path / "tiny", rope_theta=50_000.0, json_text=True)
+        assert s.main(["--data", str(data), "--out", str(tmp_path / "out"), "--model",
+                       str(folder), "--train-seeds", "10-12", "--heldout-seeds", "40-41",
+                       "--seeds", "0,1", "--sft-steps", "2", "--grpo-steps", "2",
+                       "--contexts", "2", "--group", "4", "--eval-every", "2", "--rank", "4",
+                       "--alpha", "8"]) == 0
+    out = tmp_path / "out"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["train_contexts"] == 3 and summary["heldout_contexts"] == 2
+    for seed in ("0", "1"):
+        curve = summary["curves"][seed]
+        assert [c["update"] for c in curve if "top1" in c] == [0, 2, 4]
+        assert [c["phase"] for c in curve] == ["start", "sft", "sft", "grpo", "grpo"]
+        assert (out / f"adapter-seed{seed}.safetensors").is_file()
+    assert (out / "curves.png").stat().st_size > 1000
+    card = s.model_card("toy", s.argparse.Namespace(
+        rank=4, alpha=8.0, data=[str(data)], train_seeds="10-12", heldout_seeds="40-41",
+        sft_steps=2, grpo_steps=2, batch=2, contexts=2, group=4), summary,
+        summary["curves"]["0"], 0)
+    assert "| top1 |" in card and "train_engineer.py" in card
+
+
+def test_adapter_option_loads_applies_and_writes_a_grammar_valid_reply(trained, tmp_path):
+    """`--adapter PATH`: the backend merges the LoRA into the base (once, cached by hash) and
+    its constrained replies parse as one admitted move; `--adapter none` is the base model,
+    reply for reply."""
+    pytest.importorskip("outlines", reason="the transformers backend needs the llm extra")
+    import torch
+
+    from designer.engineer.adapters import describe, resolve
+    from designer.engineer.moves import apply_moves, moves_schema
+    from designer.llm.hf import TransformersBackend
+    from designer.llm.open import open_backend
+    from designer.settings import RunSettings
+
+    s, model, ex, _, _, path = trained
+    lrn = model.learner
+    lrn.load_adapter(path)  # the SFT state (a later test may have trained on)
+    space = _space()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))
+        merged = TransformersBackend(lrn.folder, adapter=path, threads=1, cache=False)
+        again = TransformersBackend(lrn.folder, adapter=path, threads=1, cache=False)
+        assert merged.model == again.model != lrn.folder.name  # one merge, cached
+        # applies: the merged torch model scores a reply as the tunix LoRA does
+        target = s.sft_target(ex[0])
+        ids = lrn.prompt_ids(ex[0].messages)
+        done = lrn.completion_ids(target)
+        with torch.inference_mode():
+            logits = merged.lm(torch.tensor([ids + done])).logits[0].float()
+        lp = torch.log_softmax(logits[len(ids) - 1:-1], -1)
+        torch_lp = float(lp[torch.arange(len(done)), torch.tensor(done)].sum())
+        np.testing.assert_allclose(torch_lp, lrn.logprob(ex[0].messages, [target])[0],
+                                   rtol=1e-3)
+        schema = moves_schema(space, space.default(), None, max_moves=1)
+        for r in merged.generate(ex[0].messages, schema, n=3, max_tokens=288, seed=0):
+            assert r.error is None, (r.error, r.text)
+            out = apply_moves(space, r.edit, space.default(), None, constrained=True)
+            assert out.ok and len(out.moves) == 1, out.rejection
+        # none: the base model's replies, reply for reply
+        base = TransformersBackend(lrn.folder, threads=1, cache=False)
+        plain = open_backend(RunSettings(model=str(lrn.folder), adapter="none"), None)
+        a = base.generate(ex[1].messages, schema, n=2, max_tokens=288, seed=3)
+        b = plain.generate(ex[1].messages, schema, n=2, max_tokens=288, seed=3)
+        assert [r.text for r in a] == [r.text for r in b]
+    assert resolve("none") is None and describe("none").startswith("none")
+    assert resolve(str(path)) == path and "sha256" in describe(str(path))
+    with pytest.raises(ValueError, match="no adapter"):
+        resolve("no-such-adapter")
+    with pytest.raises(ValueError, match="adapter"):
+        RunSettings(engineer="rules", adapter=str(path))
