@@ -68,23 +68,25 @@ def test_auto_reset_draws_from_its_sampler():
     env = AutoReset(ENV, lambda key, cfg: fixed)
     cfg = ENV.default_params
     _, state = env.reset(jax.random.key(0), cfg)
+    step = jax.jit(env.step)  # one compile, not one per eager step
     for t in range(12):  # episodes end by violation or the limit; every restart is `fixed`
-        _, state, *_ = env.step(jax.random.key(t), state, ENV.sample_actions(
+        _, state, *_ = step(jax.random.key(t), state, ENV.sample_actions(
             jax.random.key(50 + t)), cfg)
         assert np.array_equal(state.level.starts, fixed.starts)
 
 
 @pytest.mark.slow
 def test_env_step_is_the_auto_reset_wrapper():
-    """MAPFFrozenLake.step is AutoReset(env).step: same keys, same states."""
+    """MAPFFrozenLake.step is AutoReset(env).step: same keys, same states. (Both steps
+    jitted: one compile each, not one per eager step.)"""
     cfg = ENV.default_params
     _, s0 = ENV.reset(jax.random.key(0), cfg)
     a, b = s0, s0
-    auto = AutoReset(ENV)
+    env_step, auto_step = jax.jit(ENV.step), jax.jit(AutoReset(ENV).step)
     for t in range(20):
         act = ENV.sample_actions(jax.random.key(t))
-        _, a, ra, *_ = ENV.step(jax.random.key(100 + t), a, act, cfg)
-        _, b, rb, *_ = auto.step(jax.random.key(100 + t), b, act, cfg)
+        _, a, ra, *_ = env_step(jax.random.key(100 + t), a, act, cfg)
+        _, b, rb, *_ = auto_step(jax.random.key(100 + t), b, act, cfg)
         assert jax.tree.all(jax.tree.map(lambda x, y: bool(jnp.array_equal(x, y)), a, b))
 
 
