@@ -28,8 +28,10 @@ run: $(STAMP)
 # Two pytest workers (pytest-xdist), a test file each at a time: tests run XLA single-threaded
 # (tests/helpers/xla_flags.py), so a second worker uses the second core. TEST_WORKERS=0: one
 # process. `test` runs everything (CI); `test-fast`, the inner loop, leaves the `slow` tests out.
+# --no-loadscope-reorder: the workers take the files in the conftest's order (the heavy ones
+# first, the many short ones last to fill the gaps) rather than xdist's most-tests-first.
 TEST_WORKERS ?= 2
-PYTEST := JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+PYTEST := JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PYTEST) --durations=25

@@ -24,8 +24,8 @@ os.environ["XLA_FLAGS"] = xla_flags()
 
 
 def pytest_collection_modifyitems(config, items):
-    """Files with a `slow` test first. Under `--dist loadfile` (the Makefile) a worker takes
-    whole files in collection order, so a heavy file collected last would run alone while the
-    other core idles."""
+    """Files with a `slow` test first. Under `--dist loadfile --no-loadscope-reorder` (the
+    Makefile) a worker takes whole files in collection order, so a heavy file collected last
+    would run alone while the other core idles; the short files at the end fill the gaps."""
     heavy = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in heavy)  # stable: collection order otherwise

@@ -98,7 +98,8 @@ def test_pendulum_runs_with_the_gaussian_trainee(tmp_path):
 def test_control_failures_name_the_worst_bins_and_failed_variants():
     task = make_task(RunSettings(env="cartpole", engineer="fixed"))
     net = ActorCritic(num_actions=2, hidden=8)
-    params = init_params(net, task.env, jax.random.PRNGKey(0))  # untrained: fails often
+    # untrained: fails often (the init jitted: one compile, not one per orthogonal kernel)
+    params = jax.jit(lambda k: init_params(net, task.env, k))(jax.random.PRNGKey(0))
     val = evaluate_split(params, net, jax.random.PRNGKey(1), task.validator, cfg=task.eval_cfg)
     f = control_failures(val, {"success_rate": 0.1, "cause_angle": 0.9}, seed=0)
     assert f.n == 128 and f.success < 50 and sum(f.failed_endings.values()) > 0

@@ -46,10 +46,16 @@ def write_spec(path: Path, spec: dict) -> Path:
     return path
 
 
+# Two CPUs a trial: on a two-core machine the trials run one after another, so the first
+# compiles the run's programs into the shared cache and the others load them, where two trials
+# at once would both compile them on cores the other pytest worker also needs.
+CPUS_PER_TRIAL = str(min(2, os.cpu_count() or 1))
+
+
 def sweep(spec: Path, out: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "designer.cli", "sweep", str(spec), "--out",
-                           str(out), *extra], env=env, capture_output=True, text=True,
-                          timeout=900)
+                           str(out), "--cpus-per-trial", CPUS_PER_TRIAL, *extra], env=env,
+                          capture_output=True, text=True, timeout=900)
 
 
 def results(out: Path) -> dict[str, dict]:

@@ -11,7 +11,10 @@ STAY, UP, DOWN, LEFT, RIGHT = range(5)
 
 
 def zero_params(net: ActorCritic, env) -> dict:
-    return jax.tree.map(jnp.zeros_like, init_params(net, env, jax.random.PRNGKey(0)))
+    """All-zero parameters of `net` on `env`, from the init's shapes alone (nothing runs, so
+    the orthogonal initializer compiles nothing)."""
+    shapes = jax.eval_shape(lambda: init_params(net, env, jax.random.PRNGKey(0)))
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
 
 def constant_policy(net: ActorCritic, env, action: int) -> dict:

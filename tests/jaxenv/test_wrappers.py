@@ -68,23 +68,25 @@ def test_auto_reset_draws_from_its_sampler():
     env = AutoReset(ENV, lambda key, cfg: fixed)
     cfg = ENV.default_params
     _, state = env.reset(jax.random.key(0), cfg)
+    step = jax.jit(env.step)  # one compile, not one per eager step
     for t in range(12):  # episodes end by violation or the limit; every restart is `fixed`
-        _, state, *_ = env.step(jax.random.key(t), state, ENV.sample_actions(
+        _, state, *_ = step(jax.random.key(t), state, ENV.sample_actions(
             jax.random.key(50 + t)), cfg)
         assert np.array_equal(state.level.starts, fixed.starts)
 
 
 @pytest.mark.slow
 def test_env_step_is_the_auto_reset_wrapper():
-    """MAPFFrozenLake.step is AutoReset(env).step: same keys, same states."""
+    """MAPFFrozenLake.step is AutoReset(env).step: same keys, same states. (Both steps
+    jitted: one compile each, not one per eager step.)"""
     cfg = ENV.default_params
     _, s0 = ENV.reset(jax.random.key(0), cfg)
     a, b = s0, s0
-    auto = AutoReset(ENV)
+    env_step, auto_step = jax.jit(ENV.step), jax.jit(AutoReset(ENV).step)
     for t in range(20):
         act = ENV.sample_actions(jax.random.key(t))
-        _, a, ra, *_ = ENV.step(jax.random.key(100 + t), a, act, cfg)
-        _, b, rb, *_ = auto.step(jax.random.key(100 + t), b, act, cfg)
+        _, a, ra, *_ = env_step(jax.random.key(100 + t), a, act, cfg)
+        _, b, rb, *_ = auto_step(jax.random.key(100 + t), b, act, cfg)
         assert jax.tree.all(jax.tree.map(lambda x, y: bool(jnp.array_equal(x, y)), a, b))
 
 
@@ -114,6 +116,10 @@ def test_single_agent_view_of_a_gymnax_env():
     assert int(env.outcome(info, jnp.bool_(True), jnp.bool_(False))) == 1
 
 
+# Jitted: one compile per example's pool size, where op by op each gather compiled on its own.
+_take_rows, _take = jax.jit(take_rows), jax.jit(take)
+
+
 @pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(p=st.integers(1, 40), seed=st.integers(0, 2**31 - 1), batched=st.booleans())
@@ -127,12 +133,12 @@ def test_take_rows_equals_take_on_mixed_pools(p, seed, batched):
             "grid": jnp.asarray(rng.integers(0, 3, (p, 4, 3)), jnp.int8),
             "nested": {"c": jnp.asarray(rng.normal(size=p), jnp.float32)}}
     index = jnp.asarray(rng.integers(0, p, 7 if batched else ()), jnp.int32)
-    got, want = take_rows(pool, index), take(pool, index)
+    got, want = _take_rows(pool, index), _take(pool, index)
     assert jax.tree.structure(got) == jax.tree.structure(want)
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
-    under_vmap = jax.vmap(lambda i: take_rows(pool, i))(jnp.atleast_1d(index))
-    batch = take(pool, jnp.atleast_1d(index))
+    under_vmap = jax.vmap(lambda i: _take_rows(pool, i))(jnp.atleast_1d(index))
+    batch = _take(pool, jnp.atleast_1d(index))
     for g, w in zip(jax.tree.leaves(under_vmap), jax.tree.leaves(batch)):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))

@@ -15,34 +15,43 @@ from jaxenv.mapf.rules import DOWN, LEFT, RIGHT, STAY, UP
 from policy import categorical
 from policy.network import ActorCritic, init_params
 from policy.ppo import Hparams, make_train
+from tests.helpers.mapf_policies import zero_params
 
 ENV = MAPFFrozenLake(Capacity(max_size=5, max_agents=2, max_steps=24, label_waits=False))
 
 
-def _inputs(seed: int):
+def _inputs(key: jax.Array):
     """AgentObs of a random env state, with a random action mask (stay always allowed)."""
-    k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
+    k1, k2 = jax.random.split(key)
     obs, state = ENV.reset(k1, ENV.default_params)
     x = ENV.agent_obs(obs, state)
     mask = jax.random.bernoulli(k2, 0.5, x.action_mask.shape).at[:, STAY].set(True)
     return x.replace(action_mask=mask)
 
 
+@jax.jit
+def _masked_and_free(key: jax.Array, sample_key: jax.Array):
+    """One example: the random masked inputs, the masked and unmasked logits on large random
+    weights (so the unmasked logits differ a lot), and 256 sampled actions. Jitted once:
+    every example has the same shapes, only the keys differ."""
+    net = ActorCritic(hidden=8, mask_actions=True)
+    x = _inputs(key)
+    params = init_params(net, ENV, key)
+    params = jax.tree.map(lambda p: 50 * jax.random.normal(key, p.shape), params)
+    logits, _ = net.apply(params, x)
+    free, _ = ActorCritic(hidden=8).apply(params, x)
+    keys = jax.random.split(sample_key, 256)
+    acts = jax.vmap(lambda k: categorical.sample(k, logits))(keys)  # [256, A]
+    return x.action_mask, logits, free, acts
+
+
 @pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_masked_actions_are_never_sampled_and_probabilities_renormalise(seed):
-    net = ActorCritic(hidden=8, mask_actions=True)
-    x = _inputs(seed)
-    params = init_params(net, ENV, jax.random.PRNGKey(seed))
-    # Large random weights so the unmasked logits differ a lot.
-    params = jax.tree.map(lambda p: 50 * jax.random.normal(jax.random.PRNGKey(seed), p.shape),
-                          params)
-    logits, _ = net.apply(params, x)
-    free, _ = ActorCritic(hidden=8).apply(params, x)
-    keys = jax.random.split(jax.random.PRNGKey(seed + 1), 256)
-    acts = jax.vmap(lambda k: categorical.sample(k, logits))(keys)  # [256, A]
-    mask = np.asarray(x.action_mask)
+    mask, logits, free, acts = _masked_and_free(jax.random.PRNGKey(seed),
+                                                jax.random.PRNGKey(seed + 1))
+    mask = np.asarray(mask)
     assert mask[np.arange(acts.shape[1])[None, :], np.asarray(acts)].all()
     allowed = np.where(mask, np.asarray(free), -np.inf)
     p = np.where(mask, np.exp(allowed - allowed.max(-1, keepdims=True)), 0.0)
@@ -67,8 +76,8 @@ def test_mapf_masks_only_moves_off_the_grid():
 
 
 def test_a_network_without_the_env_mask_says_so():
-    x = _inputs(0).replace(action_mask=None)
-    params = init_params(ActorCritic(hidden=8), ENV, jax.random.PRNGKey(0))
+    x = _inputs(jax.random.PRNGKey(0)).replace(action_mask=None)
+    params = zero_params(ActorCritic(hidden=8), ENV)  # any values: apply refuses the input
     with pytest.raises(ValueError, match="action_mask"):
         ActorCritic(hidden=8, mask_actions=True).apply(params, x)
 

@@ -50,24 +50,25 @@ def _reference(params, h, mask, pos, radius=None):
     return h + np.maximum(dense("out", out), 0.0)
 
 
+@functools.cache
+def _jitted_layer(radius=None):
+    """The layer (one per radius), its apply jitted once: every example has the same shapes,
+    so the examples run one compiled program instead of re-running flax op by op."""
+    m, params = _layer(radius)
+    return jax.jit(m.apply), params
+
+
 @pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(1, 5), st.sampled_from([None, 0.25]))
 def test_attention_matches_the_pairwise_reference(seed, n_real, radius):
-    m, params = _layer(radius)
+    apply, params = _jitted_layer(radius)
     rng = np.random.default_rng(seed)
     h = rng.normal(size=(5, H)).astype(np.float32)
     pos = rng.uniform(0, 1, size=(5, 2)).astype(np.float32)
     mask = np.arange(5) < n_real
-    got = np.asarray(m.apply(params, h, mask, pos))
+    got = np.asarray(apply(params, h, mask, pos))
     np.testing.assert_allclose(got, _reference(params, h, mask, pos, radius), atol=1e-4)
-
-
-@functools.cache
-def _jitted_layer():
-    """The radius-free layer, its apply jitted once: every example has the same shapes."""
-    m, params = _layer()
-    return jax.jit(m.apply), params
 
 
 @settings(max_examples=25, deadline=None)
@@ -111,11 +112,14 @@ def test_radius_without_positions_is_a_clear_error():
 @pytest.mark.slow
 @pytest.mark.parametrize("critic", ["ippo", "mappo"])
 def test_a_policy_trained_with_two_agents_runs_with_five(critic):
-    """Parameters do not depend on the agent count, and the other agents move the logits."""
+    """Parameters do not depend on the agent count, and the other agents move the logits.
+
+    The inits are jitted: one compiled program each, where op by op the orthogonal
+    initializer's loop compiles once per kernel."""
     net = ActorCritic(hidden=16, mixer="attention", critic=critic)
     small = MAPFFrozenLake(Capacity(max_size=6, max_agents=2))
     big = MAPFFrozenLake(Capacity(max_size=6, max_agents=5))
-    params = init_params(net, small, jax.random.PRNGKey(0))
+    params = jax.jit(lambda k: init_params(net, small, k))(jax.random.PRNGKey(0))
     obs = dummy_obs(big, net.uses_global)
     rng = np.random.default_rng(0)
     obs = obs.replace(vec=jnp.asarray(rng.normal(size=obs.vec.shape), jnp.float32),
@@ -128,7 +132,7 @@ def test_a_policy_trained_with_two_agents_runs_with_five(critic):
     logits2, _ = net.apply(params, moved)
     assert not np.allclose(np.asarray(logits2[0]), np.asarray(logits[0]))
     plain = ActorCritic(hidden=16, critic=critic)
-    p2 = init_params(plain, big, jax.random.PRNGKey(0))
+    p2 = jax.jit(lambda k: init_params(plain, big, k))(jax.random.PRNGKey(0))
     l3, _ = plain.apply(p2, obs)
     l4, _ = plain.apply(p2, moved)
     np.testing.assert_allclose(np.asarray(l3[0]), np.asarray(l4[0]))  # without it: blind

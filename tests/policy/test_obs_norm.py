@@ -19,10 +19,13 @@ shapes = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 3)), min_size=1, 
 
 
 @pytest.mark.slow
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(shapes, st.integers(1, 5), st.integers(0, 2**31 - 1), st.booleans())
 def test_running_statistics_match_numpy_over_the_concatenated_batches(batches, feats, seed,
                                                                       masked):
+    """Each batch's new shape compiles the update anew (most of an example's time): fifteen
+    examples of up to six batches still mix masked and unmasked data, one to five features of
+    very different scales and batch shapes from one row to forty rows of three agents."""
     rng = np.random.default_rng(seed)
     scale = rng.uniform(0.01, 100.0, feats)  # features of very different scales, off-centre
     shift = rng.uniform(-50.0, 50.0, feats)

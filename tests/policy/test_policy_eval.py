@@ -113,7 +113,7 @@ def test_outcomes_agree_with_the_plan_verifier(env):
     vals.update(hole_ratio=[0.3] * CAP.n_sizes, agent_weights=[0.3, 0.7])
     cfgs = cs.stack([vals] * 4)
     # A random network sampling actions: a mix of successes and every kind of failure.
-    params = init_params(NET, env, jax.random.PRNGKey(1))
+    params = jax.jit(lambda k: init_params(NET, env, k))(jax.random.PRNGKey(1))  # one compile
     res = evaluate(params, cfgs, jax.random.PRNGKey(2), env=env, network=NET, mode="sample",
                    n_per_config=128).numpy()
     valid = res.valid

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from policy.gae import gae
@@ -108,8 +108,8 @@ def test_network_shares_parameters_across_agents(torso, critic):
     from policy.network import ActorCritic, init_params
 
     net = ActorCritic(hidden=16, torso=torso, conv_features=4, critic=critic)
-    params = init_params(net, MAPFFrozenLake(Capacity(max_size=6, max_agents=2)),
-                         jax.random.PRNGKey(0))
+    env = MAPFFrozenLake(Capacity(max_size=6, max_agents=2))
+    params = jax.jit(lambda k: init_params(net, env, k))(jax.random.PRNGKey(0))  # one compile
     k1, k2, k3 = jax.random.split(jax.random.PRNGKey(1), 3)
     mask = jnp.ones(5, bool)
     x = AgentObs(view=jax.random.randint(k1, (5, 7, 7, 4), 0, 2).astype(jnp.uint8),
@@ -126,12 +126,18 @@ def test_network_shares_parameters_across_agents(torso, critic):
 
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=8, deadline=None)
+@example(widths=[3], lead=[], seed=0)  # fewer kernel rows than columns
+@example(widths=[5, 40, 1], lead=[2, 3], seed=1)  # more rows, three parts, two leading axes
 @given(widths=st.lists(st.integers(1, 40), min_size=1, max_size=3),
        lead=st.lists(st.integers(1, 4), min_size=0, max_size=2), seed=st.integers(0, 2**16))
 def test_split_dense_is_dense_on_the_concatenation(widths, lead, seed):
     """The same parameters as `nn.Dense` on the concatenated parts (names, shapes, values at
-    init), and the same output up to float summation order."""
+    init), and the same output up to float summation order.
+
+    Every example has new shapes, so it compiles the orthogonal initializer anew (seconds):
+    eight drawn examples and the two explicit ones cover one to three parts, leading axes or
+    none, and kernels with fewer and with more rows than their 8 columns."""
     from flax import linen as nn
 
     from policy.network import SplitDense
@@ -175,7 +181,7 @@ def test_ppo_epochs_equals_a_plain_loop_over_minibatches():
     net = ActorCritic(hidden=8)
     hp = Hparams(update_epochs=2, num_minibatches=4, num_steps=t)
     tx = make_optimizer(1e-2, 0.5, 1e-5)
-    params = net.init(ks[7], jax.tree.map(lambda x: x[0], inp))
+    params = jax.jit(net.init)(ks[7], jax.tree.map(lambda x: x[0], inp))  # one compile
     out, _, _ = ppo_epochs(net, tx, hp, params, tx.init(params), traj, adv, target,
                            jax.random.PRNGKey(3))
 

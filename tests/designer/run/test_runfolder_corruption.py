@@ -41,8 +41,10 @@ class DeadBackend:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> tuple[Path, list[str]]:
-    """The finished tiny run (2 stages, 1,000 env steps asked, 1,024 trained) and the notes
-    the loop showed on the console."""
+    """The finished tiny run (2 stages, 2,000 env steps asked, 2,048 trained) and the notes
+    the loop showed on the console. Two updates a stage with the trainee and verification
+    settings of tests/e2e/test_loop.py and test_sweep.py: the session's compilation cache
+    then holds one set of programs for all three files' runs."""
     import os
 
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -54,7 +56,7 @@ def run(tmp_path_factory) -> tuple[Path, list[str]]:
 
     out = tmp_path_factory.mktemp("runs") / "tiny"
     s = RunSettings.model_validate({
-        "engineer": "llm", "stages": 2, "stage_steps": 1000, "candidates": 2, "seed": 5,
+        "engineer": "llm", "stages": 2, "stage_steps": 2000, "candidates": 2, "seed": 5,
         "trainee": {"num_envs": 64, "num_steps": 16, "num_minibatches": 2, "pool_size": 64,
                     "hidden": 16},
         "verify": {"k": 2, "episodes": 16}})
@@ -211,14 +213,14 @@ def test_the_issue_cases_are_one_line_naming_file_and_field(run, tmp_path, case,
 def test_the_fallback_and_the_rounded_budget_are_shown_everywhere(run):
     root, notes = run
     assert any("fell back to the rules engineer" in n and "scripted" in n for n in notes)
-    assert any("1,024 env steps, not the 1,000 asked for" in n for n in notes), notes
+    assert any("2,048 env steps, not the 2,000 asked for" in n for n in notes), notes
     rows = [json.loads(x) for x in (root / "metrics.jsonl").read_text().splitlines()]
     assert "ConnectionRefusedError" in rows[0]["fallback"] and rows[1]["fallback"] is None
-    assert all(r["stage_steps"] == 1024 and "digests" not in r for r in rows)
+    assert all(r["stage_steps"] == 2048 and "digests" not in r for r in rows)
     report = (root / "report.md").read_text()
     assert "## Engineer fallbacks" in report and "seed 5, stage 0: backend error" in report
-    assert "2 stages x 1,024 env steps" in report
-    assert "Each stage trained 1,024 env steps where `--stage-steps` asked for 1,000" in report
+    assert "2 stages x 2,048 env steps" in report
+    assert "Each stage trained 2,048 env steps where `--stage-steps` asked for 2,000" in report
 
 
 def test_cli_refuses_a_flipped_checkpoint_bit_in_one_line(run, tmp_path, capsys):

@@ -102,13 +102,15 @@ def test_planes_equal_cell_by_cell_references(seed):
 @pytest.mark.slow
 def test_the_planes_follow_the_steps_and_the_first_agent_ranks_first():
     """After random steps (auto-resets included) both planes are the references' for the new
-    positions; agent 0 never sees an agent above it."""
+    positions; agent 0 never sees an agent above it. Reset and step are jitted: one compile
+    each for the twelve steps, where op by op every step would compile its loops again."""
     cfg = ON.default_params
-    obs, state = ON.reset(jax.random.PRNGKey(3), cfg)
+    reset, step = jax.jit(ON.reset), jax.jit(ON.step)
+    obs, state = reset(jax.random.PRNGKey(3), cfg)
     for t in range(12):
         key = jax.random.PRNGKey(100 + t)
         action = jax.random.randint(key, (A,), 0, 5)
-        obs, state, *_ = ON.step(key, state, action, cfg)
+        obs, state, *_ = step(key, state, action, cfg)
         assert not np.asarray(obs.priority[0]).any()
         prio, intent = references(state.level, np.asarray(state.pos))
         np.testing.assert_array_equal(np.asarray(obs.priority), prio)

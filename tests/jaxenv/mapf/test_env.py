@@ -175,11 +175,14 @@ def test_no_recompile_across_100_configs():
 
 
 def test_pool_env_resets_from_its_pool():
+    """(Reset and step jitted: one compile each, where op by op every step compiled its loops
+    again.)"""
     penv = PoolReset(ENV)
     params = make_pool(ENV, jax.random.key(0), ENV.default_params, 8)
     pool_holes = np.asarray(params.pool.holes)
-    _, state = penv.reset(jax.random.key(1), params)
+    reset, step = jax.jit(penv.reset), jax.jit(penv.step)
+    _, state = reset(jax.random.key(1), params)
     for t in range(30):
-        _, state, *_ = penv.step(jax.random.key(t), state, penv.sample_actions(
+        _, state, *_ = step(jax.random.key(t), state, penv.sample_actions(
             jax.random.key(100 + t)), params)
         assert any(np.array_equal(state.level.holes, h) for h in pool_holes)

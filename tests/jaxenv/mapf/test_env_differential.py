@@ -13,7 +13,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxenv.batching import stack
 from jaxenv.mapf import Capacity, MAPFFrozenLake, MAPFState, make_level
 from jaxenv.mapf.rules import slip_noise
 from jaxenv.mapf.solvers.reference import ref_step
@@ -60,6 +59,12 @@ def _random_case(rng: np.random.Generator) -> dict:
     }
 
 
+def _stack(trees: list):
+    """`jaxenv.batching.stack` done on the host: one `jnp.stack` of a thousand leaves compiles
+    a thousand-operand program per leaf, which took most of the test."""
+    return jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs)), *trees)
+
+
 def _jax_inputs(cases: list[dict]):
     space = ENV.config_space
     levels, cfgs = [], []
@@ -78,9 +83,9 @@ def _jax_inputs(cases: list[dict]):
     for i, c in enumerate(cases):
         frozen[i, : c["n"]] = c["frozen"]
         cost[i, : c["n"]] = c["cost"]
-    cfgs = stack(cfgs)
+    cfgs = _stack(cfgs)
     # one jitted, vmapped reset for all cases (op by op, 1,000 resets took most of the test)
-    states = _reset(stack(levels), cfgs)
+    states = _reset(_stack(levels), cfgs)
     states = states.replace(time=jnp.asarray([c["time"] for c in cases], jnp.int32),
                             frozen=jnp.asarray(frozen), cost=jnp.asarray(cost))
     return states, cfgs

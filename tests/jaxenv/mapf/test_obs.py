@@ -147,10 +147,11 @@ def test_observations_of_played_states_equal_the_reference(rows):
 @settings(max_examples=20, deadline=None)
 @given(st.lists(st.lists(st.booleans(), min_size=1, max_size=32), min_size=1, max_size=4))
 def test_pack_rows_puts_column_c_in_bit_c(rows):
+    """(Jitted: one compile per shape, where op by op each operation compiled on its own.)"""
     n = min(len(r) for r in rows)
     bits = np.array([r[:n] for r in rows], bool)
     want = [sum(1 << c for c in range(n) if row[c]) for row in bits]
-    assert np.asarray(pack_rows(jnp.asarray(bits))).tolist() == want
+    assert np.asarray(jax.jit(pack_rows)(jnp.asarray(bits))).tolist() == want
 
 
 def test_packed_views_refuse_capacities_they_cannot_hold():

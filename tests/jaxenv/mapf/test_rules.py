@@ -7,6 +7,7 @@ same flags as the pair path on random joint moves, including off-grid targets.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -14,6 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jaxenv.mapf import rules
+
+# Jitted (the size static): one compile per function and shape, where op by op every example's
+# new shapes compiled each operation on its own.
+_cell_ids = jax.jit(rules._cell_ids, static_argnums=1)
+_pair_conflicts = jax.jit(rules._pair_conflicts)
+_grid_conflicts = jax.jit(rules._grid_conflicts, static_argnums=3)
+_conflicts = jax.jit(rules._conflicts, static_argnums=3)
 
 
 @pytest.mark.slow
@@ -27,13 +35,13 @@ def test_pair_and_grid_conflicts_agree(seed, agents, size):
     # Crowd the moves: many agents head for a few cells so conflicts are common.
     tgt = pos + np.asarray(rules.DELTAS)[rng.integers(0, 5, agents)]
     active = jnp.asarray(rng.random(agents) < 0.8)
-    pid = rules._cell_ids(jnp.asarray(pos), size)
-    tid = rules._cell_ids(jnp.asarray(tgt), size)
-    pv, pe = rules._pair_conflicts(pid, tid, active)
-    gv, ge = rules._grid_conflicts(pid, tid, active, size)
+    pid = _cell_ids(jnp.asarray(pos), size)
+    tid = _cell_ids(jnp.asarray(tgt), size)
+    pv, pe = _pair_conflicts(pid, tid, active)
+    gv, ge = _grid_conflicts(pid, tid, active, size)
     assert pv.tolist() == gv.tolist()
     assert pe.tolist() == ge.tolist()
-    dv, de = rules._conflicts(pid, tid, active, size)
+    dv, de = _conflicts(pid, tid, active, size)
     assert dv.tolist() == pv.tolist() and de.tolist() == pe.tolist()
 
 

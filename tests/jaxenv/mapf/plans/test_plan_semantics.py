@@ -85,7 +85,7 @@ def test_the_traced_plan_is_what_the_verifier_reads(sample, seed, p, rule):
 def test_validation_reads_valid_and_optimal_from_the_verifier():
     net = ActorCritic(hidden=8)
     validator = load_validator("validation")
-    params = init_params(net, validator.env, jax.random.PRNGKey(0))
+    params = jax.jit(lambda k: init_params(net, validator.env, k))(jax.random.PRNGKey(0))
     v = evaluate_split(params, net, jax.random.PRNGKey(1), validator, mode="sample")
     r = v.result
     assert {"env_valid", "disagree"} <= set(r.metrics)
