@@ -224,7 +224,8 @@ class ContextRecorder:
                  table_episodes: int, realized_every: int, realized_moves: int,
                  noise: bool = False, realized_keys: int = 1):
         from designer.engineer import moves as mv
-        from designer.engineer.engineers import RulesEngineer, make_engineer
+        from designer.engineer.engineers import RulesEngineer
+        from designer.engineer.registry import make_engineer
 
         self.loop, self.rows, self.head = loop, rows, head
         self.realized_every, self.realized_moves = realized_every, realized_moves

@@ -65,7 +65,7 @@ from jaxenv.config_space import Adjustment, ConfigError, ConfigSpace, load_json_
 TRAINING = ("too_easy", "about_right", "too_hard")
 NO_CELL = "none"  # the weakest cell when there is no F
 MAX_MOVES = 3
-RATIONALE_CHARS = 24  # a few words: each character may cost a decoding step
+RATIONALE_CHARS = 40  # a few words: each character may cost a decoding step
 DIAGNOSIS = ("training", "weakest")
 MOVES = "moves"
 
