@@ -221,8 +221,9 @@ class EnumSampler:
         return out
 
     def _allowed(self, f: Field) -> tuple[Any, Any, Any]:
-        """Per vocabulary id: its text length if it is only `f`'s characters (else -1), and
-        whether it ends the text (a closing quote, alone or with the final brace)."""
+        """Per vocabulary id (cached per character class): whether its text is only `f`'s
+        characters, its text length, and whether it ends the text (a closing quote, alone or
+        with the final brace)."""
         import torch
 
         key = f.chars.pattern
@@ -247,27 +248,21 @@ class EnumSampler:
 
         ok, length, ends = self._allowed(f)
         rows: list[tuple[int, _Group, list[int]]] = []
-        for g in groups:
+        for g in groups:  # the field's opening fed once per group, its cache shared by members
             head = g.full + self.tokenizer(f.opening(first), add_special_tokens=False)[
                 "input_ids"]
+            self._feed(g.cache, head[len(g.full) - 1:-1], len(g.full) - 1)
             rows += [(m, g, head) for m in g.members]
         # one batch: each row's cache left-padded to the longest
         lens = [len(h) - 1 for _, _, h in rows]
         top = max(lens)
         batch = DynamicCache()
-        n_layers = len(groups[0].cache.layers)
-        caches = []
-        for _, g, h in rows:
-            c = copy.deepcopy(g.cache)
-            self._feed(c, h[len(g.full) - 1:-1], len(g.full) - 1)
-            caches.append(c)
-        for layer in range(n_layers):
+        for layer in range(len(groups[0].cache.layers)):
             ks, vs = [], []
-            for c, ln in zip(caches, lens):
-                k, v = c.layers[layer].keys, c.layers[layer].values
+            for (_, g, _), ln in zip(rows, lens):
                 pad = (0, 0, top - ln, 0)
-                ks.append(torch.nn.functional.pad(k, pad))
-                vs.append(torch.nn.functional.pad(v, pad))
+                ks.append(torch.nn.functional.pad(g.cache.layers[layer].keys, pad))
+                vs.append(torch.nn.functional.pad(g.cache.layers[layer].values, pad))
             batch.update(torch.cat(ks), torch.cat(vs), layer)
         seen = torch.zeros((len(rows), top), dtype=torch.long)
         for r, ln in enumerate(lens):
@@ -299,7 +294,6 @@ class EnumSampler:
             last = torch.tensor([[t] for t in nxt])
             pos = pos + 1
         texts = [""] * n
-        for (m, _, _), w in zip(rows, written):
-            g = next(g for g in groups if m in g.members)
+        for (m, g, _), w in zip(rows, written):
             texts[m] = g.text + f.opening(first) + w + '"}'
         return texts
