@@ -6,18 +6,19 @@ replies per field. Decoding it token by token costs a model step per token, JSON
 included, and the longest of a call's replies sets the call's time. Here each enum field is
 decided by one forward pass that scores every option at once: the options' tokens are laid side
 by side after the shared prefix, each attending to the prefix and to itself (a 4-D attention
-mask), so each option's log-probability is exact under the model (its canonical tokens). An
+mask), so each option's log-probability is exact under the model (its canonical tokens). Only
+the trie's inner nodes are fed (a last token is scored by its parent's logits), and the chosen
+option's keys and values are gathered from that pass rather than computed again. An
 option is drawn from those probabilities at the temperature, within top-p. The replies of a
 call that share their prefix draw an array item (a move) **without replacement** (Gumbel
 top-k), so a call's candidates differ while options remain; plain enums are drawn
 independently. The free-text field is sampled token by token under the pattern's character
-class and length, all replies in one batch. `enum_plan(schema)` says whether a schema has this
+class and length, all replies in one batch that a finished reply leaves. `enum_plan(schema)` says whether a schema has this
 shape; the backend decodes any other schema with outlines.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from dataclasses import dataclass, field
@@ -111,9 +112,13 @@ class EnumSampler:
         return self.lm(input_ids=x, position_ids=pos, past_key_values=cache,
                        use_cache=True).logits[0]
 
-    def _option_logprobs(self, g: _Group, seqs: list[list[int]]) -> tuple[Any, int]:
+    def _option_logprobs(self, g: _Group, seqs: list[list[int]]
+                         ) -> tuple[Any, int, Any]:
         """Log-probability of each token sequence continuing `g` (one pass, options side by
-        side); the cache is left at the longest prefix all of them share with `g.full`."""
+        side); the cache is left at the longest prefix `keep` all of them share with
+        `g.full`. Also `own(o)`: option `o`'s keys and values after `keep` but its last token
+        (per layer, its path through the trie): a chosen option's cache is gathered, not
+        recomputed."""
         import torch
 
         shared = len(g.full)  # tokens every option shares with the text so far
@@ -138,27 +143,36 @@ class EnumSampler:
                 at = node[(at, t)]
                 path.append(at)
             paths.append(path)
-        q = len(tokens)
+        # Only nodes with a child are fed: a leaf's score comes from its parent's logits, and a
+        # chosen option's cache holds its tokens but the last.
+        inner = sorted({p for p in parent if p >= 0})
+        at = {n: r for r, n in enumerate(inner)}
+        q = len(inner)
         mask = torch.zeros((1, 1, q, keep + q), dtype=torch.bool)
         mask[..., :keep] = True
-        for i in range(q):  # each node sees the prefix, its ancestors and itself
+        for r, i in enumerate(inner):  # each node sees the prefix, its ancestors and itself
             j = i
             while j >= 0:
-                mask[0, 0, i, keep + j] = True
+                mask[0, 0, r, keep + at[j]] = True
                 j = parent[j]
         if getattr(self.lm.config, "_attn_implementation", "sdpa") == "eager":
             mask = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))  # additive form
-        inner = sorted({p for p in parent if p >= 0})  # nodes whose logits score a child
-        logits = self.lm(input_ids=torch.tensor([tokens]), attention_mask=mask,
-                         position_ids=torch.tensor([[keep + d for d in depth]]),
-                         past_key_values=g.cache, use_cache=True,
-                         logits_to_keep=torch.tensor(inner)).logits[0].float()
+        if q:
+            logp = torch.log_softmax(self.lm(
+                input_ids=torch.tensor([[tokens[i] for i in inner]]), attention_mask=mask,
+                position_ids=torch.tensor([[keep + depth[i] for i in inner]]),
+                past_key_values=g.cache, use_cache=True).logits[0].float(), -1)
+        trie = [(layer.keys[..., keep:, :], layer.values[..., keep:, :])
+                for layer in g.cache.layers]
         g.cache.crop(keep)
-        logp = torch.log_softmax(logits, -1)
-        row = {n: r for r, n in enumerate(inner)}
-        out = [sum((logp[row[path[d - 1]], tokens[path[d]]] for d in range(1, len(path))),
+
+        def own(o: int) -> list[tuple[Any, Any]]:
+            fed = torch.tensor([at[n] for n in paths[o][:-1]], dtype=torch.long)
+            return [(k[..., fed, :], v[..., fed, :]) for k, v in trie]
+
+        out = [sum((logp[at[path[d - 1]], tokens[path[d]]] for d in range(1, len(path))),
                    torch.tensor(0.0)) for path in paths]
-        return torch.stack(out), keep
+        return torch.stack(out), keep, own
 
     # ---------------------------------------------------------------- sampling
     def sample(self, prompt: list[int], plan: list[Field], n: int, *, temperature: float,
@@ -188,10 +202,11 @@ class EnumSampler:
                 temperature: float, top_p: float, gen: Any) -> list[_Group]:
         """Draw `f`'s option for each member of `g`; the members split by their option."""
         import torch
+        from transformers import DynamicCache
 
         texts = [g.text + f.opening(first) + o + f.closing() for o in f.options]
         seqs = [self._ids(prompt, t) for t in texts]
-        scores, keep = self._option_logprobs(g, seqs)
+        scores, keep, own = self._option_logprobs(g, seqs)
         scores = scores / max(temperature, 1e-6)
         order = torch.argsort(scores, descending=True)
         probs = torch.softmax(scores[order], 0)
@@ -213,11 +228,11 @@ class EnumSampler:
         for m, o in zip(g.members, picks):
             by_option.setdefault(o, []).append(m)
         out = []
-        for j, (o, members) in enumerate(by_option.items()):
-            cache = g.cache if j == len(by_option) - 1 else copy.deepcopy(g.cache)
-            full = seqs[o]
-            self._feed(cache, full[keep:-1], keep)
-            out.append(_Group(texts[o], members, cache, full))
+        for o, members in by_option.items():  # the prefix and the option's path, but its last
+            cache = DynamicCache()
+            for i, (layer, (k, v)) in enumerate(zip(g.cache.layers, own(o))):
+                cache.update(torch.cat([layer.keys, k], -2), torch.cat([layer.values, v], -2), i)
+            out.append(_Group(texts[o], members, cache, seqs[o]))
         return out
 
     def _allowed(self, f: Field) -> tuple[Any, Any, Any]:
@@ -233,33 +248,28 @@ class EnumSampler:
                     getattr(self.tokenizer, "added_tokens_decoder", {}))
                 pieces = self.tokenizer.batch_decode([[i] for i in range(len(self.tokenizer))])
                 self._pieces = ["" if i in special else p for i, p in enumerate(pieces)]
-            ok = torch.tensor([bool(p) and all(f.chars.fullmatch(c) for c in p)
-                               for p in self._pieces])
+            run = re.compile(f"(?:{f.chars.pattern})+")
+            ok = torch.tensor([run.fullmatch(p) is not None for p in self._pieces])
             length = torch.tensor([len(p) for p in self._pieces])
             ends = torch.tensor([p in ('"', '"}') for p in self._pieces])
             self._masks[key] = (ok, length, ends)
         return self._masks[key]
 
-    def _free_text(self, groups: list[_Group], f: Field, first: bool, n: int,
-                   temperature: float, gen: Any) -> list[str]:
-        """The last field, free text, token by token for every reply in one batch."""
+    def _batch(self, groups: list[_Group], opening: list[int]
+               ) -> tuple[list[tuple[int, _Group]], Any, Any, Any, Any]:
+        """One row per member: the caches (each its text but the last token) left-padded to
+        the longest, which of their positions are real, and the first step's tokens and
+        positions: the text's last token and `opening`, every row at once."""
         import torch
         from transformers import DynamicCache
 
-        ok, length, ends = self._allowed(f)
-        rows: list[tuple[int, _Group, list[int]]] = []
-        for g in groups:  # the field's opening fed once per group, its cache shared by members
-            head = g.full + self.tokenizer(f.opening(first), add_special_tokens=False)[
-                "input_ids"]
-            self._feed(g.cache, head[len(g.full) - 1:-1], len(g.full) - 1)
-            rows += [(m, g, head) for m in g.members]
-        # one batch: each row's cache left-padded to the longest
-        lens = [len(h) - 1 for _, _, h in rows]
+        rows = [(m, g) for g in groups for m in g.members]
+        lens = [len(g.full) - 1 for _, g in rows]
         top = max(lens)
         batch = DynamicCache()
         for layer in range(len(groups[0].cache.layers)):
             ks, vs = [], []
-            for (_, g, _), ln in zip(rows, lens):
+            for (_, g), ln in zip(rows, lens):
                 pad = (0, 0, top - ln, 0)
                 ks.append(torch.nn.functional.pad(g.cache.layers[layer].keys, pad))
                 vs.append(torch.nn.functional.pad(g.cache.layers[layer].values, pad))
@@ -267,33 +277,45 @@ class EnumSampler:
         seen = torch.zeros((len(rows), top), dtype=torch.long)
         for r, ln in enumerate(lens):
             seen[r, top - ln:] = 1
-        last = torch.tensor([[h[-1]] for _, _, h in rows])
-        pos = torch.tensor([[ln] for ln in lens])
+        last = torch.tensor([g.full[-1:] + opening for _, g in rows])
+        pos = torch.tensor([[ln + j for j in range(last.shape[1])] for ln in lens])
+        return rows, batch, seen, last, pos
+
+    def _free_text(self, groups: list[_Group], f: Field, first: bool, n: int,
+                   temperature: float, gen: Any) -> list[str]:
+        """The last field, free text, token by token for every reply in one batch."""
+        import torch
+
+        ok, length, ends = self._allowed(f)
+        opening = self.tokenizer(f.opening(first), add_special_tokens=False)["input_ids"]
+        rows, batch, seen, last, pos = self._batch(groups, opening)
         written = [""] * len(rows)
-        done = [False] * len(rows)
-        for step in range(f.max_chars + 1):
-            mask = torch.cat([seen, torch.ones((len(rows), step + 1), dtype=torch.long)], 1)
+        live = list(range(len(rows)))  # rows still writing; a finished row leaves the batch
+        fed = 0
+        for _ in range(f.max_chars + 1):
+            fed += last.shape[1]
+            mask = torch.cat([seen, torch.ones((len(live), fed), dtype=torch.long)], 1)
             logits = self.lm(input_ids=last, attention_mask=mask, position_ids=pos,
                              past_key_values=batch, use_cache=True).logits[:, -1].float()
-            nxt = []
-            for r in range(len(rows)):
+            nxt, stay = [], []
+            for i, r in enumerate(live):
                 room = f.max_chars - len(written[r])
                 allow = ends | (ok & (length <= room))
-                z = logits[r] / max(temperature, 1e-6)
-                z = z.masked_fill(~allow, float("-inf"))
-                t = int(torch.multinomial(torch.softmax(z, 0), 1, generator=gen)) \
-                    if not done[r] else int(last[r, 0])
-                if not done[r]:
-                    if bool(ends[t]):
-                        done[r] = True
-                    else:
-                        written[r] += self._pieces[t]
-                nxt.append(t)
-            if all(done):
+                z = (logits[i] / max(temperature, 1e-6)).masked_fill(~allow, float("-inf"))
+                t = int(torch.multinomial(torch.softmax(z, 0), 1, generator=gen))
+                if not bool(ends[t]):
+                    written[r] += self._pieces[t]
+                    nxt.append(t), stay.append(i)
+            if not stay:
                 break
+            if len(stay) < len(live):
+                keep = torch.tensor(stay)
+                batch.batch_select_indices(keep)
+                seen, pos = seen[keep], pos[keep]
+                live = [live[i] for i in stay]
             last = torch.tensor([[t] for t in nxt])
-            pos = pos + 1
+            pos = pos[:, -1:] + 1
         texts = [""] * n
-        for (m, g, _), w in zip(rows, written):
+        for (m, g), w in zip(rows, written):
             texts[m] = g.text + f.opening(first) + w + '"}'
         return texts

@@ -52,7 +52,7 @@ def test_option_scores_equal_the_models_own_log_probabilities(tiny) -> None:
             g = _Group(done, [0], cache, full)
             seqs = [es._ids(ids, done + field.opening(not done) + o + field.closing())
                     for o in field.options]
-            got, keep = es._option_logprobs(g, seqs)
+            got, keep, _ = es._option_logprobs(g, seqs)
             for s, score in zip(seqs, got):
                 logp = tiny.lm(input_ids=torch.tensor([s])).logits[0].float().log_softmax(-1)
                 ref = sum(float(logp[j, s[j + 1]]) for j in range(keep, len(s) - 1))
@@ -105,3 +105,39 @@ def test_only_enum_grammars_take_the_enumeration_path() -> None:
     quoted = {"type": "object", "properties": {"a": {"enum": ['say "hi"']}},
               "required": ["a"], "additionalProperties": False}
     assert enum_plan(quoted) is None  # an option that needs escaping
+
+
+
+def test_gathered_option_caches_and_the_first_batched_step_equal_the_models_own(tiny) -> None:
+    """Differential: after a decision each group's cache (gathered from the option trie, not
+    recomputed) equals the model's cache of its whole text, and the free text's first batched
+    step (rows of different lengths left-padded, the opening fed with it) gives each row the
+    logits of the model fed that row's whole text."""
+    from transformers import DynamicCache
+
+    es = EnumSampler(tiny.lm, tiny.tokenizer)
+    ids = tiny.prompt_ids(_messages(2))
+    plan = enum_plan(mv.moves_schema(SPACE, random_values(SPACE, np.random.default_rng(1)),
+                                     CELLS, max_moves=1))
+    gen = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        cache = DynamicCache()
+        es._feed(cache, ids[:-1], 0)
+        groups = [_Group("", [0, 1, 2], cache, list(ids))]
+        for i, f in enumerate(plan[:-1]):  # the replies take distinct moves (Gumbel top-k)
+            groups = [h for g in groups for h in es._decide(g, ids, f, i == 0, 1.0, 1.0, gen)]
+        assert len(groups) == 3
+        for g in groups:
+            ref = DynamicCache()
+            es._feed(ref, g.full[:-1], 0)
+            for a, b in zip(g.cache.layers, ref.layers):
+                torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-4)
+                torch.testing.assert_close(a.values, b.values, atol=1e-5, rtol=1e-4)
+        opening = tiny.tokenizer(plan[-1].opening(False), add_special_tokens=False)["input_ids"]
+        rows, batch, seen, last, pos = es._batch(groups, opening)
+        mask = torch.cat([seen, torch.ones(last.shape, dtype=torch.long)], 1)
+        got = tiny.lm(input_ids=last, attention_mask=mask, position_ids=pos,
+                      past_key_values=batch).logits[:, -1].float()
+        for r, (_, g) in enumerate(rows):
+            want = tiny.lm(input_ids=torch.tensor([g.full + opening])).logits[0, -1].float()
+            torch.testing.assert_close(got[r], want, atol=1e-5, rtol=1e-4)
