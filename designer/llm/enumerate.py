@@ -13,8 +13,8 @@ option is drawn from those probabilities at the temperature, within top-p. The r
 call that share their prefix draw an array item (a move) **without replacement** (Gumbel
 top-k), so a call's candidates differ while options remain; plain enums are drawn
 independently. The free-text field is sampled token by token under the pattern's character
-class and length, all replies in one batch that a finished reply leaves. `enum_plan(schema)` says whether a schema has this
-shape; the backend decodes any other schema with outlines.
+class and length, all replies in one batch that a finished reply leaves. `enum_plan(schema)`
+says whether a schema has this shape; the backend decodes any other schema with outlines.
 """
 
 from __future__ import annotations
