@@ -103,14 +103,15 @@ class EnumSampler:
     def _ids(self, prompt: list[int], text: str) -> list[int]:
         return prompt + self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def _feed(self, cache: Any, ids: list[int], start: int) -> Any:
-        """Run `ids` (positions `start`...) through the model on `cache`; the logits."""
+    def _feed(self, cache: Any, ids: list[int], start: int) -> None:
+        """Run `ids` (positions `start`...) through the model into `cache` (the vocabulary
+        projection only for the last position: for a long prompt it is not free)."""
         import torch
 
         x = torch.tensor([ids], dtype=torch.long)
         pos = torch.arange(start, start + len(ids)).unsqueeze(0)
-        return self.lm(input_ids=x, position_ids=pos, past_key_values=cache,
-                       use_cache=True).logits[0]
+        self.lm(input_ids=x, position_ids=pos, past_key_values=cache, use_cache=True,
+                logits_to_keep=1)
 
     def _option_logprobs(self, g: _Group, seqs: list[list[int]]
                          ) -> tuple[Any, int, Any]:
@@ -296,7 +297,8 @@ class EnumSampler:
             fed += last.shape[1]
             mask = torch.cat([seen, torch.ones((len(live), fed), dtype=torch.long)], 1)
             logits = self.lm(input_ids=last, attention_mask=mask, position_ids=pos,
-                             past_key_values=batch, use_cache=True).logits[:, -1].float()
+                             past_key_values=batch, use_cache=True,
+                             logits_to_keep=1).logits[:, -1].float()
             nxt, stay = [], []
             for i, r in enumerate(live):
                 room = f.max_chars - len(written[r])
