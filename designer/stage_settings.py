@@ -229,6 +229,12 @@ class VerifySettings(Strict):
                          "(signal) is below this.")
     ceiling: float = Field(0.95, ge=0, le=1, description="Never choose a candidate whose p "
                            "(signal) is above this.")
+    trivial: Literal["keep", "hardest"] = Field(
+        "keep", description="When every candidate's p is above the ceiling (all trivial): keep "
+        "the current config (keep), or take the candidate of lowest p, ties within the tie to "
+        "the proposer's order (hardest): a policy that finds every neighbour of its config "
+        "trivial found its own config trivial too, and keeping it repeats a stage that teaches "
+        "little.", json_schema_extra=flag("verify-trivial"))
     signal: Literal[SIGNALS] = Field(
         "success", description="What a candidate's p (floor, ceiling, learnability p(1-p)) is: "
         "success, the share of successful episodes; or return, the mean normalised return in "

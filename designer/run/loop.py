@@ -89,7 +89,7 @@ class ClosedLoop:
         self.scorer = CandidateScorer(evaluator=self.trainee.play_candidates, k=v.k,
                                  episodes=self.trainee.verify_episodes(v.episodes),
                                  floor=v.floor, ceiling=v.ceiling, targets=self.task.targets,
-                                 space=self.space, signal=v.signal)
+                                 space=self.space, signal=v.signal, trivial=v.trivial)
         self.engineer = make_engineer(settings, self.folder, backend=backend, task=self.task,
                                       trainee=self.trainee)
         self.builder = ContextBuilder(settings.context,

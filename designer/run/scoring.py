@@ -32,7 +32,9 @@ the current policy (`policy.evaluate.Evaluator`, greedy, inside the same jit; or
 return) is above `ceiling` (a trivial stage) or below `floor` (a hopeless one); among the rest
 the highest learnability,
 where learnabilities within `tie` of the best count as equal and the proposer's order decides;
-if no candidate is inside [floor, ceiling], keep the current config.
+if no candidate is inside [floor, ceiling], keep the current config; or, with `trivial="hardest"`
+and every candidate above the ceiling, take the one of lowest p (ties to the proposer's order),
+since the current config, a neighbour of all of them, is then as trivial as they are.
 """
 
 from __future__ import annotations
@@ -143,16 +145,19 @@ class CandidateScorer:
                  k: int = 8, episodes: int = 1024,
                  floor: float = 0.05, ceiling: float = 0.95, tie: float = 0.01,
                  targets: Mapping[str, Sequence[str]] | None = None, space: Any = None,
-                 signal: str = "success"):
+                 signal: str = "success", trivial: str = "keep"):
         """`evaluator`: any trainee's scorer with `Evaluator`'s call (policy, stacked configs,
         key, n_per_config=) -> per-episode results (`policy.trainee.Trainee.play_candidates`);
         default: the PPO `Evaluator` of (`env`, `network`). `signal`: what p is, success or
-        return (the module docstring)."""
+        return (the module docstring). `trivial`: what to choose when every candidate is above
+        the ceiling, `keep` (none) or `hardest` (the module docstring)."""
         if not 0.0 <= floor < ceiling <= 1.0:
             raise ValueError(f"need 0 <= floor < ceiling <= 1, got {floor}, {ceiling}")
         if signal not in SIGNALS:
             raise ValueError(f"unknown verify signal {signal!r} (known: {', '.join(SIGNALS)})")
-        self.signal = signal
+        if trivial not in ("keep", "hardest"):
+            raise ValueError(f"unknown trivial rule {trivial!r} (known: keep, hardest)")
+        self.signal, self.trivial = signal, trivial
         self.evaluator = (evaluator if evaluator is not None
                           else Evaluator(env, network, record=False))
         self.space = space if space is not None else self.evaluator.env.config_space
@@ -201,6 +206,14 @@ class CandidateScorer:
         return)."""
         what = "success" if self.signal == "success" else "normalised return"
         inside = [i for i, s in enumerate(scores) if self.floor <= s.p <= self.ceiling]
+        if not inside and scores and self.trivial == "hardest" and all(
+                s.p > self.ceiling for s in scores):
+            low = min(s.p for s in scores)
+            pick = min(i for i, s in enumerate(scores) if s.p <= low + self.tie)
+            return Choice(pick, f"every candidate's {what} is above {self.ceiling} (got "
+                                f"{[round(s.p, 3) for s in scores]}); candidate {pick}, the "
+                                f"hardest ({scores[pick].p:.3f}; ties within {self.tie} go to "
+                                "the proposer's order)")
         if not inside:
             return Choice(None, f"no candidate's {what} is inside [{self.floor}, "
                                 f"{self.ceiling}] (got {[round(s.p, 3) for s in scores]});"

@@ -36,6 +36,22 @@ def test_choice_rule_floor_ceiling_learnability_then_order(verifier):
     assert verifier.choose([_score(0.96), _score(0.04), _score(0.9)]).index == 2
 
 
+def test_all_trivial_candidates_keep_the_config_or_give_the_hardest():
+    keep = CandidateScorer(ENV, NET, k=4, episodes=8)
+    hardest = CandidateScorer(ENV, NET, k=4, episodes=8, trivial="hardest")
+    trivial = [_score(1.0), _score(0.97), _score(0.975), _score(0.99)]
+    assert keep.choose(trivial).index is None
+    c = hardest.choose(trivial)
+    assert c.index == 1 and "hardest" in c.reason  # 0.97 and 0.975 tie: the proposer's order
+    assert hardest.choose([_score(1.0), _score(1.0)]).index == 0
+    # anything inside the window, or any hopeless candidate, and the usual rule holds
+    assert hardest.choose([_score(0.99), _score(0.5)]).index == 1
+    assert hardest.choose([_score(0.99), _score(0.01)]).index is None
+    assert hardest.choose([]).index is None
+    with pytest.raises(ValueError, match="trivial rule"):
+        CandidateScorer(ENV, NET, k=4, episodes=8, trivial="easiest")
+
+
 @pytest.mark.slow
 def test_trivial_and_hopeless_candidates_are_never_chosen(verifier):
     base = SPACE.default()
