@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from designer.run.scoring import SIGNALS
+from designer.run.scoring import SIGNALS, TRIVIAL
 
 SEED_LIMIT = 2**31  # seeds are below this: jax.random.PRNGKey and numpy take them as they are
 INT32_MAX = 2**31 - 1  # counts the jitted programs hold (a batch, PPO updates in a run)
@@ -229,7 +229,7 @@ class VerifySettings(Strict):
                          "(signal) is below this.")
     ceiling: float = Field(0.95, ge=0, le=1, description="Never choose a candidate whose p "
                            "(signal) is above this.")
-    trivial: Literal["keep", "hardest"] = Field(
+    trivial: Literal[TRIVIAL] = Field(
         "keep", description="When every candidate's p is above the ceiling (all trivial): keep "
         "the current config (keep), or take the candidate of lowest p, ties within the tie to "
         "the proposer's order (hardest): a policy that finds every neighbour of its config "

@@ -49,6 +49,7 @@ import numpy as np
 from policy.evaluate import Evaluator
 
 SIGNALS = ("success", "return")  # what the choice rule's p is (module docstring)
+TRIVIAL = ("keep", "hardest")  # the choice when every candidate is above the ceiling
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,8 @@ class CandidateScorer:
             raise ValueError(f"need 0 <= floor < ceiling <= 1, got {floor}, {ceiling}")
         if signal not in SIGNALS:
             raise ValueError(f"unknown verify signal {signal!r} (known: {', '.join(SIGNALS)})")
-        if trivial not in ("keep", "hardest"):
-            raise ValueError(f"unknown trivial rule {trivial!r} (known: keep, hardest)")
+        if trivial not in TRIVIAL:
+            raise ValueError(f"unknown trivial rule {trivial!r} (known: {', '.join(TRIVIAL)})")
         self.signal, self.trivial = signal, trivial
         self.evaluator = (evaluator if evaluator is not None
                           else Evaluator(env, network, record=False))
