@@ -86,10 +86,10 @@ class ClosedLoop:
         self.validator, self.heldout = self.task.validator, self.task.heldout
         self.eval_cfg = self.task.eval_cfg  # validation and held-out play under the run's rules
         v = settings.verify
-        self.scorer = CandidateScorer(evaluator=self.trainee.play_candidates, k=v.k,
-                                 episodes=self.trainee.verify_episodes(v.episodes),
-                                 floor=v.floor, ceiling=v.ceiling, targets=self.task.targets,
-                                 space=self.space, signal=v.signal, trivial=v.trivial)
+        self.scorer = CandidateScorer.from_settings(
+            v, evaluator=self.trainee.play_candidates,
+            episodes=self.trainee.verify_episodes(v.episodes), targets=self.task.targets,
+            space=self.space)
         self.engineer = make_engineer(settings, self.folder, backend=backend, task=self.task,
                                       trainee=self.trainee)
         self.builder = ContextBuilder(settings.context,

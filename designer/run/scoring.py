@@ -166,6 +166,17 @@ class CandidateScorer:
         self.floor, self.ceiling, self.tie = floor, ceiling, tie
         self.targets = dict(targets or {})
 
+    @classmethod
+    def from_settings(cls, verify: Any, *, evaluator: Any, episodes: int,
+                      targets: Mapping[str, Sequence[str]] | None, space: Any
+                      ) -> CandidateScorer:
+        """The scorer of a run's `VerifySettings` (designer.stage_settings): its choice rule
+        is read here, so that a new rule setting touches the settings and this module only.
+        `episodes`: the settings' count as the trainee plays it (`Trainee.verify_episodes`)."""
+        return cls(evaluator=evaluator, k=verify.k, episodes=episodes, floor=verify.floor,
+                   ceiling=verify.ceiling, targets=targets, space=space,
+                   signal=verify.signal, trivial=verify.trivial)
+
     @property
     def compiled(self) -> int:
         """How many programs the verification jit holds (1 after warm-up, never more)."""
