@@ -229,6 +229,9 @@ class VerifySettings(Strict):
                          "(signal) is below this.")
     ceiling: float = Field(0.95, ge=0, le=1, description="Never choose a candidate whose p "
                            "(signal) is above this.")
+    tie: float = Field(0.01, ge=0, le=1, description="Learnabilities (or, under the hardest "
+                       "rule, p's) within this of the best count as equal; the proposer's "
+                       "order decides among them.", json_schema_extra=flag("verify-tie"))
     trivial: Literal[TRIVIAL] = Field(
         "keep", description="When every candidate's p is above the ceiling (all trivial): keep "
         "the current config (keep), or take the candidate of lowest p, ties within the tie to "

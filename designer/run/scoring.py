@@ -174,7 +174,7 @@ class CandidateScorer:
         is read here, so that a new rule setting touches the settings and this module only.
         `episodes`: the settings' count as the trainee plays it (`Trainee.verify_episodes`)."""
         return cls(evaluator=evaluator, k=verify.k, episodes=episodes, floor=verify.floor,
-                   ceiling=verify.ceiling, targets=targets, space=space,
+                   ceiling=verify.ceiling, tie=verify.tie, targets=targets, space=space,
                    signal=verify.signal, trivial=verify.trivial)
 
     @property

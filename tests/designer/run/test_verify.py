@@ -52,6 +52,24 @@ def test_all_trivial_candidates_keep_the_config_or_give_the_hardest():
         CandidateScorer(ENV, NET, k=4, episodes=8, trivial="easiest")
 
 
+def test_the_run_settings_choice_rule_reaches_the_scorer():
+    from designer.stage_settings import VerifySettings
+
+    v = VerifySettings(k=3, floor=0.1, ceiling=0.9, tie=0.2, trivial="hardest", signal="return")
+    s = CandidateScorer.from_settings(v, evaluator=object(), episodes=16, targets=None,
+                                      space=SPACE)
+    got = {f: getattr(s, f) for f in ("k", "floor", "ceiling", "tie", "trivial", "signal")}
+    assert got == {"k": 3, "floor": 0.1, "ceiling": 0.9, "tie": 0.2, "trivial": "hardest",
+                   "signal": "return"}
+    assert s.episodes == 16
+    # the tie band decides: 0.5 and 0.55 (learnability 0.25, 0.2475) tie under 0.2, not 0.001
+    pair = [_score(0.55), _score(0.5)]
+    assert s.choose(pair).index == 0
+    tight = CandidateScorer.from_settings(v.model_copy(update={"tie": 0.001}), evaluator=object(),
+                                          episodes=16, targets=None, space=SPACE)
+    assert tight.choose(pair).index == 1
+
+
 @pytest.mark.slow
 def test_trivial_and_hopeless_candidates_are_never_chosen(verifier):
     base = SPACE.default()
