@@ -1,7 +1,8 @@
 """Move targets and operations: what a move names and the values it moves a config to.
 
 The targets are derived from a `ConfigSpace`'s editable knobs (a number, a per-key number,
-a simplex, an `X_min`/`X_max` range pair, a bool or choice); `moved` turns one
+a simplex, an `X_min`/`X_max` range pair, a bool or choice; with two ranges or more, also
+`RANGES`, every range at once); `moved` turns one
 (target, op, key, size) into the new values of its fields with the bound adjustments it made,
 and `spellings` lists every move a target may name. The language built on them (grammar,
 menu, replies) is `designer.engineer.moves`.
@@ -16,8 +17,12 @@ from typing import Any, Literal
 from jaxenv.config_space import Adjustment, ConfigSpace, Knob
 
 STEPS = {"small": 1, "medium": 2, "large": 4}  # grid steps of a number
-SHARES = {"small": 0.1, "medium": 0.25, "large": 0.5}  # share of a simplex's mass
+# A simplex moves this share of its mass; a range's ends move this share of the knob's span
+# (at least one grid step): a range's grid is fine (30-60 steps on a control family), so a
+# few grid steps would take many stages to reach a width that matters.
+SHARES = {"small": 0.1, "medium": 0.25, "large": 0.5}
 ALL = "all"  # the key of a per-key move on every key
+RANGES = "ranges"  # the target of a move on every range at once
 Kind = Literal["number", "vector", "simplex", "range", "set"]
 OPS: dict[str, tuple[str, ...]] = {
     "number": ("raise", "lower"), "vector": ("raise", "lower"),
@@ -34,12 +39,14 @@ class MoveError(ValueError):
 
 @dataclass(frozen=True)
 class Target:
-    """What a move names: one editable knob, or a range pair (`fields` = its two knobs)."""
+    """What a move names: one editable knob, a range pair (`fields` = its two knobs), or every
+    range at once (`members`: the ranges, `fields` all of theirs)."""
 
     name: str
     kind: Kind
     fields: tuple[str, ...]
     knob: Knob  # the (first) knob: bounds, grid, keys, choices
+    members: tuple[Target, ...] = ()
 
 
 def targets(space: ConfigSpace) -> list[Target]:
@@ -65,6 +72,10 @@ def targets(space: ConfigSpace) -> list[Target]:
             out.append(Target(name, "set", (name,), k))
         else:
             out.append(Target(name, "vector" if k.is_vector else "number", (name,), k))
+    ranges = [t for t in out if t.kind == "range"]
+    if len(ranges) > 1:
+        out.append(Target(RANGES, "range", tuple(f for t in ranges for f in t.fields),
+                          ranges[0].knob, tuple(ranges)))
     names = [t.name for t in out]
     if len(set(names)) != len(names) or ALL in names:
         raise ValueError(f"move targets must have distinct names, got {names}")
@@ -117,7 +128,20 @@ def moved(t: Target, op: str, key: str | None, size: str | None,
         w = [float(x) for x in cur[t.name]]
         i = None if key is None else list(k.keys or ()).index(key)
         return {t.name: _mix(w, _simplex_target(op, w, i), SHARES[size])}, adj
-    n = STEPS[size] * (1 if op in ("raise", "widen", "up") else -1)
+    if t.members:
+        new: dict[str, Any] = {}
+        for m in t.members:
+            values, more = moved(m, op, key, size, cur)
+            new.update(values)
+            adj += more
+        return new, adj
+    sign = 1 if op in ("raise", "widen", "up") else -1
+    if t.kind == "range":
+        assert k.step is not None and k.low is not None and k.high is not None
+        span = round((k.high - k.low) / k.step)  # grid steps across the knob's bounds
+        n = sign * max(1, int(SHARES[size] * span + 0.5))
+    else:
+        n = sign * STEPS[size]
     if t.kind == "number":
         x, stopped = _step(k, float(cur[t.name]), n)
         if stopped:

@@ -23,14 +23,16 @@ Targets and operations are derived from the `ConfigSpace` metadata of the editab
   toward the first keys: smaller maps, fewer agents), up (toward the last keys);
 - a range, any pair ``X_min`` / ``X_max`` of numbers with the same bounds and grid, named
   ``X``: widen, narrow, up, down (the width kept; a narrowing that would invert the range
-  ends at one grid point in its middle);
+  ends at one grid point in its middle); with two ranges or more, ``ranges`` moves every
+  range at once (the move a domain-randomisation curriculum makes);
 - a bool or choice: ``set target value``, any value but the current one (no size).
 
 Sizes: a number moves `STEPS` grid steps of its knob (small 1, medium 2, large 4) and stops
 at its bound (recorded); a simplex moves `SHARES` of its mass (small 0.1, medium 0.25, large
-0.5) toward the target weights. Each move compiles to an edit dict that `ConfigSpace.parse`
+0.5) toward the target weights; a range's ends move the same shares of the knob's span. Each move compiles to an edit dict that `ConfigSpace.parse`
 applies strictly, so values come from one place and every adjustment is an `Adjustment`.
-Two moves on the same target: the later is dropped with a recorded adjustment. An
+Two moves on the same knob (a range and ``ranges``, say): the later is dropped with a
+recorded adjustment. An
 unconstrained reply (a server) has its unknown or no-op moves and extra keys dropped with a
 reason; a reply without one usable move, or with a diagnosis outside its enums, is rejected.
 """
@@ -50,6 +52,7 @@ from designer.engineer.edits import (
 )
 from designer.engineer.move_ops import (
     OPS,
+    RANGES,
     SHARES,
     STEPS,
     MoveError,
@@ -182,7 +185,7 @@ def menu(space: ConfigSpace, current: Mapping[str, Any]) -> str:
     """The admitted moves as the model reads them: one line per (op, target), keys joined."""
     lines = [f"Write each move as \"op target [key] size\"; size is {', '.join(STEPS)} "
              f"(grid steps {'/'.join(map(str, STEPS.values()))}; for weights a share of "
-             f"{'/'.join(map(str, SHARES.values()))})."]
+             f"{'/'.join(map(str, SHARES.values()))}, for ranges that share of the span)."]
     ok = set(admitted(space, current))
     for t in targets(space):
         by_op: dict[str, list[str]] = {}
@@ -194,14 +197,16 @@ def menu(space: ConfigSpace, current: Mapping[str, Any]) -> str:
         for op, keys in by_op.items():
             what = f" {'|'.join(keys)}" if keys else ""
             tail = "" if t.kind == "set" else " size"
-            lines.append(f"- {op} {t.name}{what}{tail}{_HINT.get((t.kind, op), '')}")
+            hint = _HINT.get(t.name if t.members else (t.kind, op), "")
+            lines.append(f"- {op} {t.name}{what}{tail}{hint}")
     return "\n".join(lines)
 
 
 _HINT = {("simplex", "down"): " (weight toward the first keys)",
          ("simplex", "up"): " (weight toward the last keys)",
          ("simplex", "spread"): " (toward equal weights)",
-         ("range", "up"): " (both ends up)", ("range", "down"): " (both ends down)"}
+         ("range", "up"): " (both ends up)", ("range", "down"): " (both ends down)",
+         RANGES: " (every range at once)"}
 
 
 # ------------------------------------------------------------------------------ replies
@@ -254,7 +259,7 @@ def apply_moves(space: ConfigSpace, reply: str | Mapping[str, Any],
                        diag, constrained)
     edit: dict[str, Any] = {}
     done: list[str] = []
-    seen: set[str] = set()
+    seen: set[str] = set()  # the fields moved so far
     for i, move in enumerate(raw):
         if i >= MAX_MOVES:
             adj.append(Adjustment(field=MOVES, before=move, after=None,
@@ -267,11 +272,11 @@ def apply_moves(space: ConfigSpace, reply: str | Mapping[str, Any],
                 return _reject(rationale, adj, f"move {i + 1}: {e}", diag, constrained)
             adj.append(Adjustment(field=MOVES, before=move, after=None, reason=f"{e}; dropped"))
             continue
-        if t.name in seen:
+        if seen.intersection(t.fields):
             adj.append(Adjustment(field=MOVES, before=move, after=None,
                                   reason=f"a second move on {t.name}; dropped"))
             continue
-        seen.add(t.name)
+        seen.update(t.fields)
         edit.update(new)
         adj += moved
         done.append(" ".join(move.split()))

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from designer.engineer import move_ops
 from designer.engineer import moves as mv
 from designer.engineer.edits import preset_space
 from designer.engineer.sampling import random_values
@@ -109,9 +110,35 @@ def test_range_moves_keep_the_grid_and_a_narrowed_range_stops_at_a_point() -> No
     out = mv.apply_moves(space, _reply(["narrow length large"]), cur, None, constrained=True)
     assert out.ok and out.values["length_min"] == out.values["length_max"] == 0.5
     assert any("one point" in a.reason for a in out.adjustments)
+    # a range's ends move a share of the knob's span (0.25 of 0.1..2.0 = 0.475, 10 grid steps)
     out = mv.apply_moves(space, _reply(["up length medium"]), cur, None, constrained=True)
-    assert (out.values["length_min"], out.values["length_max"]) == (0.55, 0.65)
+    assert (out.values["length_min"], out.values["length_max"]) == (0.95, 1.05)
+    out = mv.apply_moves(space, _reply(["widen length small"]), cur, None, constrained=True)
+    assert (out.values["length_min"], out.values["length_max"]) == (0.25, 0.75)
     assert "narrow length small" not in mv.admitted(space, space.default())
+
+
+@pytest.mark.parametrize("name", [n for n in SPACES if n.startswith("control-")])
+def test_the_ranges_move_is_every_range_own_move_at_once(name) -> None:
+    space = SPACES[name]
+    cur = space.default()
+    ranges = [t for t in move_ops.targets(space) if t.kind == "range" and not t.members]
+    for op, size in (("widen", "large"), ("up", "small"), ("down", "medium")):
+        spelled = f"{op} ranges {size}"
+        if spelled not in mv.admitted(space, cur):
+            continue
+        whole = mv.apply_moves(space, _reply([spelled]), cur, None, constrained=True)
+        one_by_one = dict(cur)
+        for t in ranges:
+            one_by_one.update(move_ops.moved(t, op, None, size, cur)[0])
+        assert whole.ok and whole.values == space.parse({}, one_by_one)
+        assert set(whole.changed) <= {f for t in ranges for f in t.fields}
+    # a server's second move on a knob the ranges move already moved is dropped
+    first = ranges[0].name
+    out = mv.apply_moves(space, _reply(["widen ranges large", f"widen {first} small"]), cur,
+                         None, constrained=False)
+    assert out.ok and out.moves == ["widen ranges large"]
+    assert any(f"second move on {first}" in a.reason for a in out.adjustments)
 
 
 def test_a_diagnosis_naming_a_missing_cell_cannot_be_written_and_is_rejected() -> None:
@@ -361,7 +388,7 @@ def test_a_moves_prompt_with_a_full_f_fits_the_moves_token_budget(name) -> None:
     space = SPACES[name]
     f = None
     if name.startswith("control-"):
-        ranges = [t for t in mv.targets(space) if t.kind == "range"]
+        ranges = [t for t in move_ops.targets(space) if t.kind == "range"]
         rows = {t.name: [{"value_lo": 0.1 * i, "value_hi": 0.1 * i + 0.1, "n": 16,
                           "success": 25.0 * i, "normalized_return": 0.2 * i}
                          for i in range(4)] for t in ranges}
