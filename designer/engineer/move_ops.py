@@ -159,7 +159,9 @@ def moved(t: Target, op: str, key: str | None, size: str | None,
             vals[j] = _num(k, x)
         return {t.name: vals}, adj
     lo_name, hi_name = t.fields
-    lo, hi = float(cur[lo_name]), float(cur[hi_name])
+    # Either order of the two ends draws the same range (the env takes the lower as the
+    # start), so a move reads the interval and writes it in order.
+    lo, hi = sorted((float(cur[lo_name]), float(cur[hi_name])))
     if op == "widen":
         lo2, hi2 = _step(k, lo, -n)[0], _step(k, hi, n)[0]
     elif op == "narrow":
@@ -175,6 +177,8 @@ def moved(t: Target, op: str, key: str | None, size: str | None,
         room = k.high - max(lo, hi) if n > 0 else min(lo, hi) - k.low
         d = max(0.0, min(abs(n) * k.step, room)) * (1 if n > 0 else -1)
         lo2, hi2 = lo + d, hi + d
+    if not (differs(lo2, lo) or differs(hi2, hi)):  # the same interval: nothing to rewrite
+        return {lo_name: cur[lo_name], hi_name: cur[hi_name]}, adj
     return {lo_name: _num(k, lo2), hi_name: _num(k, hi2)}, adj
 
 

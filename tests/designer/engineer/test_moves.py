@@ -118,6 +118,18 @@ def test_range_moves_keep_the_grid_and_a_narrowed_range_stops_at_a_point() -> No
     assert "narrow length small" not in mv.admitted(space, space.default())
 
 
+def test_a_range_written_high_end_first_is_the_same_range_to_every_move() -> None:
+    space = SPACES["control-cartpole"]
+    ends = lambda v: (v["length_min"], v["length_max"])  # noqa: E731
+    for cur in (dict(space.default(), length_min=0.45, length_max=0.55),
+                dict(space.default(), length_min=0.55, length_max=0.45)):  # the env's same range
+        got = {m: ends(mv.apply_moves(space, _reply([m]), cur, None, constrained=True).values)
+               for m in ("widen length small", "narrow length small", "up length small")}
+        assert got == {"widen length small": (0.25, 0.75),
+                       "narrow length small": (0.5, 0.5),
+                       "up length small": (0.65, 0.75)}
+
+
 @pytest.mark.parametrize("name", [n for n in SPACES if n.startswith("control-")])
 def test_the_ranges_move_is_every_range_own_move_at_once(name) -> None:
     space = SPACES[name]
