@@ -29,12 +29,13 @@ Targets and operations are derived from the `ConfigSpace` metadata of the editab
 
 Sizes: a number moves `STEPS` grid steps of its knob (small 1, medium 2, large 4) and stops
 at its bound (recorded); a simplex moves `SHARES` of its mass (small 0.1, medium 0.25, large
-0.5) toward the target weights; a range's ends move the same shares of the knob's span. Each move compiles to an edit dict that `ConfigSpace.parse`
-applies strictly, so values come from one place and every adjustment is an `Adjustment`.
-Two moves on the same knob (a range and ``ranges``, say): the later is dropped with a
-recorded adjustment. An
-unconstrained reply (a server) has its unknown or no-op moves and extra keys dropped with a
-reason; a reply without one usable move, or with a diagnosis outside its enums, is rejected.
+0.5) toward the target weights; a range's ends move the same shares of the knob's span
+(either order of a range's two ends is the same range). Each move compiles to an edit dict
+that `ConfigSpace.parse` applies strictly, so values come from one place and every
+adjustment is an `Adjustment`. Two moves on the same knob (a range and ``ranges``, say):
+the later is dropped with a recorded adjustment. An unconstrained reply (a server) has its
+unknown or no-op moves and extra keys dropped with a reason; a reply without one usable
+move, or with a diagnosis outside its enums, is rejected.
 """
 
 from __future__ import annotations
