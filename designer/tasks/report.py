@@ -40,7 +40,9 @@ class Run:
         from designer.engineer.moves import edit_language
 
         language = edit_language(s.get("edits", "values"), s.get("backend", "transformers"))
-        return f"llm ({s['roles']}, {s['context']}, {language})"
+        adapter = s.get("adapter", "none")  # a trained engineer is not pooled with its base
+        tail = "" if adapter == "none" else f", adapter {Path(adapter).stem}"
+        return f"llm ({s['roles']}, {s['context']}, {language}{tail})"
 
     @property
     def final(self) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -168,3 +169,14 @@ def test_the_report_pairs_engineers_with_fixed_by_seed_and_counts_no_ops():
     eng = next(r for r in engineering_table(runs) if r.startswith("| rules"))
     assert eng == "| rules | 3 | 4.0 | 50.0 | 2.00 ± 0.00 |"
     assert paired_table([r for r in runs if r.settings["engineer"] == "rules"]) == []
+
+
+def test_a_trained_engineer_is_labelled_apart_from_its_base_model():
+    from designer.tasks.report import Run
+
+    base = {"engineer": "llm", "roles": "single", "context": "F,G,H,T", "edits": "auto",
+            "backend": "transformers"}
+    label = lambda s: Run(Path("r"), s, [], [], []).label  # noqa: E731
+    assert label(base) == label(dict(base, adapter="none")) == "llm (single, F,G,H,T, moves)"
+    assert label(dict(base, adapter="/x/seed0.safetensors")) == \
+        "llm (single, F,G,H,T, moves, adapter seed0)"
