@@ -18,8 +18,8 @@ from jaxenv.config_space import Adjustment, ConfigSpace, Knob
 
 STEPS = {"small": 1, "medium": 2, "large": 4}  # grid steps of a number
 # A simplex moves this share of its mass; a range's ends move this share of the knob's span
-# (at least one grid step): a range's grid is fine (30-60 steps on a control family), so a
-# few grid steps would take many stages to reach a width that matters.
+# (at least one grid step): a range's grid is fine (tens of steps on a control family), so
+# a few grid steps would take many stages to reach a width that matters.
 SHARES = {"small": 0.1, "medium": 0.25, "large": 0.5}
 ALL = "all"  # the key of a per-key move on every key
 RANGES = "ranges"  # the target of a move on every range at once
