@@ -184,11 +184,13 @@ def analyst_schema(cells: Sequence[str] | None) -> dict[str, Any]:
 
 def menu(space: ConfigSpace, current: Mapping[str, Any]) -> str:
     """The admitted moves as the model reads them: one line per (op, target), keys joined."""
+    every = targets(space)
+    ranges = ", for ranges that share of the span" if any(t.kind == "range" for t in every) else ""
     lines = [f"Write each move as \"op target [key] size\"; size is {', '.join(STEPS)} "
              f"(grid steps {'/'.join(map(str, STEPS.values()))}; for weights a share of "
-             f"{'/'.join(map(str, SHARES.values()))}, for ranges that share of the span)."]
+             f"{'/'.join(map(str, SHARES.values()))}{ranges})."]
     ok = set(admitted(space, current))
-    for t in targets(space):
+    for t in every:
         by_op: dict[str, list[str]] = {}
         for op, key, size in spellings(t):
             if spell(op, t.name, key, size) in ok:
