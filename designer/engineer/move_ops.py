@@ -174,7 +174,7 @@ def moved(t: Target, op: str, key: str | None, size: str | None,
                                   reason=f"narrow {size} stopped at one point"))
     else:  # up or down: both ends by the same amount, at most to the nearer bound
         assert k.step is not None and k.low is not None and k.high is not None
-        room = k.high - max(lo, hi) if n > 0 else min(lo, hi) - k.low
+        room = k.high - hi if n > 0 else lo - k.low  # lo <= hi: read in order above
         d = max(0.0, min(abs(n) * k.step, room)) * (1 if n > 0 else -1)
         lo2, hi2 = lo + d, hi + d
     if not (differs(lo2, lo) or differs(hi2, hi)):  # the same interval: nothing to rewrite
