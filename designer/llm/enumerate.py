@@ -91,6 +91,40 @@ class _Group:
     full: list[int] = field(default_factory=list)
 
 
+def draw(scores: Any, n: int, *, temperature: float, top_p: float, distinct: bool,
+         gen: Any) -> list[int]:
+    """`n` option indices drawn from log-probabilities `scores` at the temperature.
+
+    Plain draws are independent, within the top-p nucleus. ``distinct`` draws (a call's moves)
+    are without replacement (Gumbel top-k): the nucleus first, then, where the replies outnumber
+    it, the options outside it in the model's order of likelihood (a peaked model, a trained
+    engineer's, has a nucleus of one or two moves, and a repeated candidate wastes a
+    verification slot); only when every option is drawn do they repeat."""
+    import torch
+
+    scores = scores / max(temperature, 1e-6)
+    order = torch.argsort(scores, descending=True)
+    probs = torch.softmax(scores[order], 0)
+    inside = max(int((torch.cumsum(probs, 0) - probs < top_p).sum()), 1)
+    allowed = order[:inside]
+    if not distinct:
+        p = torch.softmax(scores[allowed], 0)
+        return allowed[torch.multinomial(p, n, replacement=True, generator=gen)].tolist()
+    picks: list[int] = []
+
+    def gumbel_top(pool: Any) -> None:
+        u = torch.rand(len(pool), generator=gen).clamp(1e-12, 1 - 1e-12)
+        keys = scores[pool] - torch.log(-torch.log(u))
+        picks.extend(pool[torch.argsort(keys, descending=True)][:n - len(picks)].tolist())
+
+    gumbel_top(allowed)
+    if len(picks) < n and len(order) > inside:
+        gumbel_top(order[inside:])
+    while len(picks) < n:  # every option drawn: again, from the nucleus
+        gumbel_top(allowed)
+    return picks
+
+
 class EnumSampler:
     """Samples replies of an `enum_plan` grammar from a transformers causal LM (docstring)."""
 
@@ -208,23 +242,8 @@ class EnumSampler:
         texts = [g.text + f.opening(first) + o + f.closing() for o in f.options]
         seqs = [self._ids(prompt, t) for t in texts]
         scores, keep, own = self._option_logprobs(g, seqs)
-        scores = scores / max(temperature, 1e-6)
-        order = torch.argsort(scores, descending=True)
-        probs = torch.softmax(scores[order], 0)
-        inside = int((torch.cumsum(probs, 0) - probs < top_p).sum())
-        allowed = order[:max(inside, 1)]
-        logits = scores[allowed]
-        if f.array:  # Gumbel top-k: distinct options while they last, then with replacement
-            picks: list[int] = []
-            while len(picks) < len(g.members):
-                u = torch.rand(len(allowed), generator=gen).clamp(1e-12, 1 - 1e-12)
-                keys = logits - torch.log(-torch.log(u))
-                picks += allowed[torch.argsort(keys, descending=True)][
-                    :len(g.members) - len(picks)].tolist()
-        else:
-            p = torch.softmax(logits, 0)
-            picks = allowed[torch.multinomial(p, len(g.members), replacement=True,
-                                              generator=gen)].tolist()
+        picks = draw(scores, len(g.members), temperature=temperature, top_p=top_p,
+                     distinct=f.array, gen=gen)
         by_option: dict[int, list[int]] = {}
         for m, o in zip(g.members, picks):
             by_option.setdefault(o, []).append(m)

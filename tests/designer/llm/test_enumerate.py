@@ -3,7 +3,8 @@
 - differential: the log-probability the one-pass option trie gives each option equals the
   model's own, fed each option's text whole;
 - 1,000 replies of the one-move grammar through the backend's enumeration path all parse,
-  apply and change the config; the moves of one call differ while the nucleus allows;
+  apply and change the config; the moves of one call differ while the nucleus allows, and
+  past a nucleus smaller than the call (a peaked model's) from outside it, in the model's order;
 - which schemas take the path (enum grammars) and which stay with outlines.
 """
 
@@ -18,7 +19,7 @@ pytest.importorskip("outlines", reason="the transformers backend needs the llm e
 from designer.engineer import moves as mv  # noqa: E402
 from designer.engineer.edits import edit_schema, preset_space  # noqa: E402
 from designer.engineer.sampling import random_values  # noqa: E402
-from designer.llm.enumerate import EnumSampler, _Group, enum_plan  # noqa: E402
+from designer.llm.enumerate import EnumSampler, _Group, draw, enum_plan  # noqa: E402
 from jaxenv.mapf import make_config_space  # noqa: E402
 from tests.helpers.tiny_llm import tiny_backend  # noqa: E402
 
@@ -141,3 +142,38 @@ def test_gathered_option_caches_and_the_first_batched_step_equal_the_models_own(
         for r, (_, g) in enumerate(rows):
             want = tiny.lm(input_ids=torch.tensor([g.full + opening])).logits[0, -1].float()
             torch.testing.assert_close(got[r], want, atol=1e-5, rtol=1e-4)
+
+
+def _nucleus_only(scores, n, top_p, gen):
+    """The draw before outside options were admitted: Gumbel top-k within the nucleus, again
+    and again."""
+    order = torch.argsort(scores, descending=True)
+    probs = torch.softmax(scores[order], 0)
+    allowed = order[:max(int((torch.cumsum(probs, 0) - probs < top_p).sum()), 1)]
+    picks = []
+    while len(picks) < n:
+        u = torch.rand(len(allowed), generator=gen).clamp(1e-12, 1 - 1e-12)
+        keys = scores[allowed] - torch.log(-torch.log(u))
+        picks += allowed[torch.argsort(keys, descending=True)][:n - len(picks)].tolist()
+    return picks
+
+
+def test_distinct_draws_leave_a_small_nucleus_in_the_models_order_and_keep_a_wide_one() -> None:
+    peaked = torch.tensor([0.0, -9.0, -1.0, -12.0, -3.0, -30.0])  # nucleus at 0.9: 2 options
+    for seed in range(20):
+        gen = torch.Generator().manual_seed(seed)
+        picks = draw(peaked, 4, temperature=1.0, top_p=0.9, distinct=True, gen=gen)
+        assert len(set(picks)) == 4 and set(picks[:2]) == {0, 2}  # the nucleus, then the rest
+        old = _nucleus_only(peaked, 4, 0.9, torch.Generator().manual_seed(seed))
+        assert len(set(old)) == 2  # the defect: two of four candidates repeat
+        gen = torch.Generator().manual_seed(seed)
+        every = draw(peaked, 8, temperature=1.0, top_p=0.9, distinct=True, gen=gen)
+        assert set(every[:6]) == set(range(6)) and set(every[6:]) <= {0, 2}
+        gen = torch.Generator().manual_seed(seed)
+        assert set(draw(peaked, 4, temperature=1.0, top_p=0.5, distinct=False,
+                        gen=gen)) == {0}  # plain enums stay inside the nucleus
+    flat = torch.log_softmax(torch.randn(40, generator=torch.Generator().manual_seed(0)), 0)
+    for seed in range(20):  # a nucleus as large as the call: the draws are as they were
+        a = draw(flat, 4, temperature=0.7, top_p=0.95, distinct=True,
+                 gen=torch.Generator().manual_seed(seed))
+        assert a == _nucleus_only(flat / 0.7, 4, 0.95, torch.Generator().manual_seed(seed))
