@@ -335,6 +335,11 @@ backend; merged once into a cached model folder keyed by this file's hash).
   contexts from seeds {heldout_seeds}, never trained on)
 - updates: {sft} SFT (batch {batch}), then {grpo} GRPO ({contexts} contexts x {group}
   sampled moves per update); training seed {seed}; {minutes:.1f} min on the machine it ran on
+- stored as {dtype} (the LoRA's factors; merged into the base in float32)
+
+The datasets, made by `scripts/engineer_data.py`:
+
+{datasets}
 
 Held-out measures (before -> after training, this seed):
 
@@ -348,6 +353,35 @@ Rebuild:
 """
 
 
+SHIP_DTYPE = "float16"  # half the bytes of float32; LoRA factors lose nothing that matters
+
+
+def dataset_commands(paths: Sequence[str | Path]) -> str:
+    """Each dataset's making: the commands its ``.meta.json`` recorded, with their commits."""
+    out = []
+    for p in paths:
+        meta = Path(f"{p}.meta.json")
+        runs = json.loads(meta.read_text()).get("invocations", []) if meta.is_file() else []
+        out.append(f"- `{Path(p).name}`: " + ("; ".join(
+            f"`python {shlex.join(r['command'][1:])}` (commit {str(r.get('commit'))[:7]})"
+            for r in runs) or "no record of its making"))
+    return "\n".join(out)
+
+
+def ship(src: Path, dest: Path, base: str) -> Path:
+    """The adapter ``src`` written to ``dest`` as `SHIP_DTYPE`, its metadata kept but the base
+    model named rather than pathed (the training machine's folder means nothing elsewhere)."""
+    from safetensors.numpy import load_file, save_file
+
+    from policy.llm.engineer_rl import adapter_meta
+
+    meta = {**adapter_meta(src), "base": base, "dtype": SHIP_DTYPE}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.astype(SHIP_DTYPE) for k, v in load_file(str(src)).items()}, str(dest),
+              metadata=meta)
+    return dest
+
+
 def model_card(name: str, args: argparse.Namespace, meta: dict[str, Any],
                curve: list[dict[str, Any]], seed: int) -> str:
     start, end = curve[0], [c for c in curve if "top1" in c][-1]
@@ -355,6 +389,7 @@ def model_card(name: str, args: argparse.Namespace, meta: dict[str, Any],
                      for k in ("top1", "score_expected", "score_top1", "score_best",
                                "score_uniform"))
     return CARD.format(name=name, base=meta["base"], rank=args.rank, alpha=args.alpha,
+                       dtype=SHIP_DTYPE, datasets=dataset_commands(args.data),
                        data=", ".join(Path(d).name for d in args.data),
                        n_train=meta["train_contexts"], n_heldout=meta["heldout_contexts"],
                        train_seeds=args.train_seeds, heldout_seeds=args.heldout_seeds,
@@ -435,12 +470,10 @@ def main(argv: list[str] | None = None) -> int:
                                                            **meta}, indent=1, default=str))
         plot(curves, args.sft_steps, args.out / "curves.png")
     if args.ship:
-        import shutil
-
         dest = ROOT / "designer" / "engineer" / "adapters" / args.ship
         dest.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(args.out / f"adapter-seed{seeds[0]}.safetensors",
-                        dest / "adapter.safetensors")
+        ship(args.out / f"adapter-seed{seeds[0]}.safetensors", dest / "adapter.safetensors",
+             Path(args.model).name if args.model else "SmolLM2-135M-Instruct")
         (dest / "MODEL_CARD.md").write_text(model_card(args.ship, args, meta,
                                                        curves[seeds[0]], seeds[0]))
         print(f"shipped: {dest}")

@@ -365,6 +365,31 @@ def test_adapter_round_trip_gives_the_same_scores(trained):
         np.testing.assert_allclose(other.logprobs(e), model.logprobs(e), atol=1e-4)
 
 
+def test_a_shipped_adapter_is_half_the_bytes_and_scores_as_trained(trained, tmp_path):
+    """`--ship` writes the adapter in float16 with the base model named, not pathed; a learner
+    loads it and scores every move as the float32 adapter does, to float16's rounding."""
+    from safetensors.numpy import load_file
+
+    from policy.llm.engineer_rl import EngineerLearner, adapter_meta
+
+    s, model, ex, _, _, path = trained
+    shipped = s.ship(path, tmp_path / "toy" / "adapter.safetensors", "tiny-llama")
+    full, half = load_file(str(path)), load_file(str(shipped))
+    assert set(full) == set(half) and all(v.dtype == np.float16 for v in half.values())
+    assert 2 * sum(v.nbytes for v in half.values()) == sum(v.nbytes for v in full.values())
+    meta = adapter_meta(shipped)
+    assert meta["base"] == "tiny-llama" and meta["dtype"] == "float16"
+    trained_meta = adapter_meta(path)
+    assert (meta["rank"], meta["alpha"]) == (trained_meta["rank"], trained_meta["alpha"])
+    lrn = model.learner
+    fresh = EngineerLearner(loaded=(lrn.base, lrn.tokenizer, lrn.folder), rank=4, alpha=8.0)
+    fresh.load_adapter(shipped)
+    other = s.MoveModel(fresh, chunk=8)
+    for e in ex:
+        np.testing.assert_allclose(other.logprobs(e), model.logprobs(e), atol=2e-2)
+        assert np.argmax(other.logprobs(e)) == np.argmax(model.logprobs(e))
+
+
 def test_grpo_over_many_contexts_raises_the_mean_score(move_learner):
     """Moves sampled (hot: the tiny model's distribution is peaked) from four contexts per
     update, rewarded by their scores: the best move gains on the others, the mean score
@@ -415,7 +440,13 @@ def test_train_script_writes_curves_summary_and_adapters(tmp_path):
         rank=4, alpha=8.0, data=[str(data)], train_seeds="10-12", heldout_seeds="40-41",
         sft_steps=2, grpo_steps=2, batch=2, contexts=2, group=4), summary,
         summary["curves"]["0"], 0)
-    assert "| top1 |" in card and "train_engineer.py" in card
+    assert "| top1 |" in card and "train_engineer.py" in card and "float16" in card
+    assert f"`{data.name}`: no record of its making" in card
+    (tmp_path / "toy.jsonl.meta.json").write_text(json.dumps({"invocations": [
+        {"command": ["python", "scripts/engineer_data.py", "--seeds", "10-12"],
+         "commit": "abcdef0123"}]}))
+    assert "`python scripts/engineer_data.py --seeds 10-12` (commit abcdef0)" in \
+        s.dataset_commands([str(data)])
 
 
 def test_adapter_option_loads_applies_and_writes_a_grammar_valid_reply(trained, tmp_path):
