@@ -95,10 +95,12 @@ class RunSettings(Strict):
                                        json_schema_extra=flag("backend"))
     model: str | None = Field(None, description="Model path or name (default: SmolLM2-135M).",
                               json_schema_extra=flag("model"))
-    adapter: str = Field("none", description="The engineer's LoRA adapter (transformers "
+    adapter: str = Field("auto", description="The engineer's LoRA adapter (transformers "
                          "backend, llm engineer): none (the base model), shipped (the one in "
-                         "the package, designer/engineer/adapters), a shipped name or a "
-                         ".safetensors file.", json_schema_extra=flag("adapter", legacy="none"))
+                         "the package, designer/engineer/adapters), a shipped name, a "
+                         ".safetensors file, or auto: the shipped one where the engineer is the "
+                         "embedded model (llm, transformers, no --model, no --learn), else "
+                         "none.", json_schema_extra=flag("adapter", legacy="none"))
     base_url: str | None = Field(None, description="OpenAI-compatible server (openai backend).",
                                  json_schema_extra=flag("base-url"))
     roles: Literal["single", "team"] = Field("single", description="One call or analyst, "
@@ -217,6 +219,27 @@ class RunSettings(Strict):
         if v not in TASKS:
             raise ValueError(f"unknown environment {v!r} (known: {', '.join(TASKS)})")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _adapter_auto(cls, data: Any) -> Any:
+        """``adapter: auto`` (the default) resolved, so that a saved run names the adapter it
+        used: the shipped adapter's name where the engineer is the embedded model it was
+        trained on, ``none`` elsewhere (another engineer, backend or model, or a run whose
+        learner starts from the base)."""
+        if not isinstance(data, dict) or data.get("adapter", "auto") != "auto":
+            return data
+        from designer.engineer import adapters
+
+        learn = data.get("learn") or {}
+        learning = learn.get("enabled", False) if isinstance(learn, dict) \
+            else getattr(learn, "enabled", False)
+        embedded = (data.get("engineer", "llm") == "llm"
+                    and data.get("backend", "transformers") == "transformers"
+                    and data.get("model") is None and not learning)
+        name = adapters.SHIPPED if embedded and adapters.SHIPPED in adapters.shipped() \
+            else adapters.NONE
+        return {**data, "adapter": name}
 
     @model_validator(mode="before")
     @classmethod

@@ -55,12 +55,25 @@ def test_learning_engineer_wraps_the_llm_engineer(tmp_path):
 
 
 def test_adapter_flag(tmp_path, capsys):
-    """`--adapter`: none by default; a file, a shipped name or `shipped`; anything else, or an
-    adapter for an engineer that is not the transformers `llm`, refused with a reason. The
-    backend a run opens says where its adapter came from."""
+    """`--adapter`: auto by default (the shipped adapter for the embedded engineer, none for
+    any other, resolved so that run.json names it); a file, a shipped name or `shipped`;
+    anything else, or an adapter for an engineer that is not the transformers `llm`, refused
+    with a reason. The backend a run opens says where its adapter came from."""
+    from designer.engineer import adapters
     from designer.llm.open import open_backend
 
-    assert build_settings(parser().parse_args(["run"])).adapter == "none"
+    def default(*flags: str) -> str:
+        return build_settings(parser().parse_args(["run", *flags])).adapter
+
+    assert adapters.SHIPPED in adapters.shipped()
+    assert default() == default("--adapter", "auto") == adapters.SHIPPED
+    assert default("--adapter", "none") == "none"
+    for flags in (["--engineer", "rules"], ["--backend", "openai"], ["--model", str(tmp_path)],
+                  ["--learn"]):
+        assert default(*flags) == "none", flags
+    with pytest.MonkeyPatch.context() as mp:  # a package without the file: the base model
+        mp.setattr(adapters, "shipped", lambda: [])
+        assert default() == "none"
     path = tmp_path / "mine.safetensors"
     path.write_bytes(b"x")
     s = build_settings(parser().parse_args(["run", "--adapter", str(path)]))
