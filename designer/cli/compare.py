@@ -41,6 +41,12 @@ def _names(text: str, what: str) -> list[str]:
 
 def check(args: argparse.Namespace) -> Callable[[], int]:
     """The runs, once every one's settings and folder pass (nothing is created before)."""
+    runs, out = planned(args)
+    return lambda: execute(runs, out)
+
+
+def planned(args: argparse.Namespace) -> tuple[list[tuple[RunSettings, Path]], Path]:
+    """Each run's settings and folder, and the compare's folder; nothing created."""
     engineers = _names(args.engineers, "engineers")
     bad = [e for e in engineers if e not in ENGINEERS]
     if bad:
@@ -58,14 +64,15 @@ def check(args: argparse.Namespace) -> Callable[[], int]:
     for eng in engineers:
         for seed in seeds:
             one = {**base, "engineer": eng, "seed": seed}
-            if eng != "llm":  # --learn trains the llm engineer's model; the others have none
+            if eng != "llm":  # --learn and --adapter are the llm engineer's; the others have none
                 one["learn"] = {**base["learn"], "enabled": False}
+                one["adapter"] = "none"
             s = settings_from(one)
             d = out / eng / f"seed{seed}"
             if (d / "run.json").exists() and saved_settings(d / "run.json") != s:
                 raise CliError(f"{d} holds a run with other settings; use another --out")
             runs.append((s, d))
-    return lambda: execute(runs, out)
+    return runs, out
 
 
 def execute(runs: list[tuple[RunSettings, Path]], out: Path) -> int:

@@ -71,6 +71,12 @@ def test_adapter_flag(tmp_path, capsys):
     for flags in (["--engineer", "rules"], ["--backend", "openai"], ["--model", str(tmp_path)],
                   ["--learn"]):
         assert default(*flags) == "none", flags
+    from designer.cli import compare  # each engineer of a compare: the adapter is llm's
+
+    args = parser().parse_args(["compare", "--engineers", "fixed,llm", "--seeds", "0",
+                                "--out", str(tmp_path / "c")])
+    assert [(s.engineer, s.adapter) for s, _ in compare.planned(args)[0]] == \
+        [("fixed", "none"), ("llm", adapters.SHIPPED)]
     with pytest.MonkeyPatch.context() as mp:  # a package without the file: the base model
         mp.setattr(adapters, "shipped", lambda: [])
         assert default() == "none"
