@@ -325,9 +325,10 @@ def plot(curves: dict[int, list[dict[str, Any]]], sft_steps: int, path: Path) ->
 CARD = """# Engineer adapter `{name}`
 
 A LoRA of the engineer's model for the moves language (one move per reply), trained by
-`scripts/train_engineer.py`: SFT on each context's best move, then GRPO with the move's
-verification score as the reward. Loaded by `envengineer run --adapter {name}` (transformers
-backend; merged once into a cached model folder keyed by this file's hash).
+`scripts/train_engineer.py`: SFT on each context's best move, then (as many updates as
+listed below) GRPO with the move's verification score as the reward. Loaded by
+`envengineer run --adapter {name}` (transformers backend; merged once into a cached model
+folder keyed by this file's hash).
 
 - base model: {base}
 - LoRA: rank {rank}, alpha {alpha} (every attention and MLP projection)
@@ -341,7 +342,8 @@ The datasets, made by `scripts/engineer_data.py`:
 
 {datasets}
 
-Held-out measures (before -> after training, this seed):
+Held-out measures (before -> after training, this seed; the held-out contexts also chose the
+learning rate and the number of updates, so the engineer's test is a compare on seeds 0-4):
 
 | measure | before | after |
 |---|---|---|
