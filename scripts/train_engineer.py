@@ -349,7 +349,7 @@ learning rate and the number of updates, so the engineer's test is a compare on 
 |---|---|---|
 {table}
 
-Rebuild:
+Rebuild (the datasets first, with the commands above):
 
     {command}
 """
