@@ -373,15 +373,12 @@ def dataset_commands(paths: Sequence[str | Path]) -> str:
 def ship(src: Path, dest: Path, base: str) -> Path:
     """The adapter ``src`` written to ``dest`` as `SHIP_DTYPE`, its metadata kept but the base
     model named rather than pathed (the training machine's folder means nothing elsewhere)."""
-    from safetensors.numpy import load_file, save_file
+    from safetensors.numpy import load_file
 
-    from policy.llm.engineer_rl import adapter_meta
+    from policy.llm.engineer_rl import adapter_meta, write_adapter
 
-    meta = {**adapter_meta(src), "base": base, "dtype": SHIP_DTYPE}
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.astype(SHIP_DTYPE) for k, v in load_file(str(src)).items()}, str(dest),
-              metadata=meta)
-    return dest
+    return write_adapter({k: v.astype(SHIP_DTYPE) for k, v in load_file(str(src)).items()},
+                         dest, {**adapter_meta(src), "base": base, "dtype": SHIP_DTYPE})
 
 
 def model_card(name: str, args: argparse.Namespace, meta: dict[str, Any],

@@ -312,21 +312,9 @@ class EngineerLearner:
     def save_adapter(self, path: str | Path) -> Path:
         """The LoRA parameters as one safetensors file (rank, alpha, base model in its
         metadata), written atomically."""
-        from safetensors.numpy import save_file
-
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"rank": str(self.rank), "alpha": str(self.alpha),
                 "base": str(self.folder), "updates": str(self.updates)}
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=path.parent)
-        os.close(fd)
-        try:
-            save_file(self.lora_arrays(), tmp, metadata=meta)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        return path
+        return write_adapter(self.lora_arrays(), path, meta)
 
     def load_adapter(self, path: str | Path) -> dict[str, Any]:
         """Set the LoRA parameters from a saved adapter (same model, rank and alpha)."""
@@ -359,6 +347,25 @@ class EngineerLearner:
 
         return export_hf(self.model, self.tokenizer, self.folder, out,
                          lora_scale=self.alpha / self.rank)
+
+
+def write_adapter(arrays: dict[str, np.ndarray], path: str | Path,
+                  meta: dict[str, str]) -> Path:
+    """LoRA arrays as one safetensors file with its metadata, written atomically (a reader
+    never sees half a file)."""
+    from safetensors.numpy import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file(arrays, tmp, metadata=meta)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
 
 
 def adapter_meta(path: str | Path) -> dict[str, str]:
