@@ -92,6 +92,7 @@ class Evaluator:
         self.cfg = self.env.default_params if cfg is None else cfg
         self._levels = jax.jit(self._run_levels, static_argnames=("mode",))
         self._cfgs = jax.jit(self._run_cfgs, static_argnames=("mode", "n"))
+        self._level_shape: Any = None  # one level's shapes, traced once (see `_check_levels`)
 
     def __call__(self, params: Any, levels_or_cfgs: Any, key: jax.Array, *,
                  mode: Mode = "greedy", n_per_config: int = 1, cfg: Any = None) -> EvalResult:
@@ -115,8 +116,12 @@ class Evaluator:
         return self._levels(params, x, key, self.cfg if cfg is None else cfg, mode=mode)
 
     def _check_levels(self, levels: Any) -> None:
-        """A batch of levels with this env's shapes, or a clear error."""
-        one = jax.eval_shape(self.env.generate, jax.random.PRNGKey(0), self.env.default_params)
+        """A batch of levels with this env's shapes, or a clear error. The shapes come from
+        tracing the generator, which costs as much as tracing a small jit: once per evaluator."""
+        if self._level_shape is None:
+            self._level_shape = jax.eval_shape(self.env.generate, jax.random.PRNGKey(0),
+                                               self.env.default_params)
+        one = self._level_shape
         want = jax.tree.map(lambda s: s.shape, one)
         try:
             got = jax.tree.map(lambda x: jnp.shape(x)[1:], levels)

@@ -178,12 +178,16 @@ def with_derived(level: Level, cap: Capacity) -> Level:
     return level.replace(dist=dist, rows=rows)
 
 
+# Jitted: called from Python (the LLM trainee's stages, plan datasets), an eager `lax.map`
+# would trace and lower the generator again at every call; inside a jit they inline.
+@partial(jax.jit, static_argnames=("cap",))
 def generate_many(keys: jax.Array, cfgs: MAPFConfig, cap: Capacity) -> Level:
     """One level per (key, config) row: keys [n], cfgs batched [n] (in vmapped chunks, see
     `jaxenv.levels.generate_many`)."""
     return levels.generate_many(partial(generate, cap=cap), keys, cfgs)
 
 
+@partial(jax.jit, static_argnames=("cap", "n"))
 def generate_batch(key: jax.Array, cfg: MAPFConfig, cap: Capacity, n: int) -> Level:
     """n levels from one (unbatched) config."""
     return levels.generate_batch(partial(generate, cap=cap), key, cfg, n)

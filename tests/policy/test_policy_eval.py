@@ -124,7 +124,7 @@ def test_outcomes_agree_with_the_plan_verifier(env):
     cells = np.transpose(res.trace, (0, 2, 1, 3)).astype(np.int32)  # [N, A, T+1, 2]
     active = np.arange(CAP.max_agents)[None] < res.n_agents[:, None]
     length = np.where(active, res.steps[:, None] + 1, 0)
-    verdict = jax.vmap(lambda lv, c, n: verify_plan(lv, c, n, jnp.bool_(True)))(
+    verdict = jax.jit(jax.vmap(lambda lv, c, n: verify_plan(lv, c, n, jnp.bool_(True))))(
         res.levels, cells, length)
     np.testing.assert_array_equal(np.asarray(verdict.valid), valid)
     np.testing.assert_array_equal(np.asarray(verdict.makespan), res.makespan)

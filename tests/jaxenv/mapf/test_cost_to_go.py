@@ -85,13 +85,13 @@ def test_cost_to_go_equals_a_plain_bfs(seed):
 def test_generated_levels_carry_the_distances_a_reset_would_compute():
     keys = jax.random.split(jax.random.PRNGKey(3), 64)
     cfg = ON.default_params
-    with_d = jax.vmap(ON.generate, in_axes=(0, None))(keys, cfg)
-    without = jax.vmap(OFF.generate, in_axes=(0, None))(keys, cfg)
+    with_d = jax.jit(jax.vmap(ON.generate, in_axes=(0, None)))(keys, cfg)
+    without = jax.jit(jax.vmap(OFF.generate, in_axes=(0, None)))(keys, cfg)
     assert without.dist is None
     # The flag draws the same levels; only the distances are added.
     for f in ("holes", "starts", "goals", "size", "n_agents", "opt_makespan"):
         np.testing.assert_array_equal(getattr(with_d, f), getattr(without, f))
-    reset = jax.vmap(ON.reset_to_level, in_axes=(0, 0, None))
+    reset = jax.jit(jax.vmap(ON.reset_to_level, in_axes=(0, 0, None)))
     obs_gen, _ = reset(keys, with_d, cfg)
     obs_new, st_new = reset(keys, without, cfg)
     np.testing.assert_array_equal(st_new.level.dist, with_d.dist)
@@ -103,7 +103,7 @@ def test_following_the_shorter_moves_walks_a_shortest_path():
     """One agent that always takes the first move marked -1 arrives in exactly the BFS
     distance, the level's optimal makespan."""
     keys = jax.random.split(jax.random.PRNGKey(7), 32)
-    levels = jax.vmap(ON.generate, in_axes=(0, None))(keys, ON.default_params)
+    levels = jax.jit(jax.vmap(ON.generate, in_axes=(0, None)))(keys, ON.default_params)
     levels = levels.replace(n_agents=jnp.ones_like(levels.n_agents))
     cfg = ON.default_params
 
@@ -124,7 +124,7 @@ def test_following_the_shorter_moves_walks_a_shortest_path():
                                                   None, length=2 * S * S)
         return start, state.success, steps
 
-    start, success, steps = jax.vmap(play)(keys, levels)
+    start, success, steps = jax.jit(jax.vmap(play))(keys, levels)
     assert bool(np.all(success))
     np.testing.assert_array_equal(steps, np.round(np.asarray(start)).astype(int))
     # The agent's optimal makespan alone is its BFS distance (holes are the only obstacle).

@@ -139,7 +139,7 @@ def test_truncation_at_step_limit_then_auto_reset_from_own_config():
     big["size_weights"] = [0.0, 0.0, 0.0, 1.0]
     cfgs = SPACE.stack([small, big])
     step = jax.jit(jax.vmap(ENV.step))
-    _, state = jax.vmap(ENV.reset)(jax.random.split(jax.random.key(0), 2), cfgs)
+    _, state = jax.jit(jax.vmap(ENV.reset))(jax.random.split(jax.random.key(0), 2), cfgs)
     assert state.level.size.tolist() == [3, 6]
     stay = jnp.zeros((2, 3), jnp.int32)
     seen_trunc = np.zeros(2, bool)

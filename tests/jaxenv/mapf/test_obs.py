@@ -130,16 +130,20 @@ def test_observations_of_played_states_equal_the_reference(rows):
     them."""
     env = (ROWS if rows else ENVS)[(8, 12, 2)]
     cfg = env.default_params
-    _, state = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.key(0), 8), cfg)
+    # Jitted (one compile each, not an eager dispatch per operation at every step).
+    _, state = jax.jit(jax.vmap(env.reset, (0, None)))(jax.random.split(jax.random.key(0), 8),
+                                                        cfg)
     step = jax.jit(jax.vmap(env.step, (0, 0, 0, None)))
+    ref_obs = jax.jit(jax.vmap(lambda s: ref_get_obs(env, s)))
+    packed_views = jax.jit(jax.vmap(env.observer.packed_views))
     for t in range(6):
         k = jax.random.key(t + 1)
         act = jax.random.randint(k, (8, env.cap.max_agents), 0, env.num_actions)
         obs, state, *_ = step(jax.random.split(k, 8), state, act, cfg)
         assert (state.level.rows is not None) == rows
-        ref = jax.vmap(lambda s: ref_get_obs(env, s))(state)
+        ref = ref_obs(state)
         np.testing.assert_array_equal(np.asarray(obs.view), np.asarray(ref["view"]))
-        np.testing.assert_array_equal(np.asarray(unpack(jax.vmap(env.observer.packed_views)(state))),
+        np.testing.assert_array_equal(np.asarray(unpack(packed_views(state))),
                                       np.asarray(ref["view"]))
 
 
