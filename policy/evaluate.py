@@ -16,6 +16,7 @@ running at the horizon ends there as truncated.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
 import chex
@@ -92,7 +93,6 @@ class Evaluator:
         self.cfg = self.env.default_params if cfg is None else cfg
         self._levels = jax.jit(self._run_levels, static_argnames=("mode",))
         self._cfgs = jax.jit(self._run_cfgs, static_argnames=("mode", "n"))
-        self._level_shape: Any = None  # one level's shapes, traced once (see `_check_levels`)
 
     def __call__(self, params: Any, levels_or_cfgs: Any, key: jax.Array, *,
                  mode: Mode = "greedy", n_per_config: int = 1, cfg: Any = None) -> EvalResult:
@@ -115,12 +115,14 @@ class Evaluator:
         self._check_levels(x)
         return self._levels(params, x, key, self.cfg if cfg is None else cfg, mode=mode)
 
+    @functools.cached_property
+    def _level_shape(self) -> Any:
+        """One level's shapes: tracing the generator costs as much as tracing a small jit, so
+        once per evaluator, not at every call."""
+        return jax.eval_shape(self.env.generate, jax.random.PRNGKey(0), self.env.default_params)
+
     def _check_levels(self, levels: Any) -> None:
-        """A batch of levels with this env's shapes, or a clear error. The shapes come from
-        tracing the generator, which costs as much as tracing a small jit: once per evaluator."""
-        if self._level_shape is None:
-            self._level_shape = jax.eval_shape(self.env.generate, jax.random.PRNGKey(0),
-                                               self.env.default_params)
+        """A batch of levels with this env's shapes, or a clear error."""
         one = self._level_shape
         want = jax.tree.map(lambda s: s.shape, one)
         try:

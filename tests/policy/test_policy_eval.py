@@ -136,3 +136,16 @@ def test_outcomes_agree_with_the_plan_verifier(env):
     for s in samples:
         assert s.cause != "none"
         assert f"outcome: {s.cause}" in s.text and "A0:" in s.text and "Grid" in s.text
+
+
+def test_levels_of_another_capacity_are_one_clear_error(env, evaluator):
+    """The evaluator checks a batch of levels against its env's level shapes (traced once and
+    kept): a batch made for another capacity fails at every call, before anything is played."""
+    other = make_level(np.zeros((3, 3), bool), [(0, 0)], [(2, 2)], max_size=5,
+                       max_agents=CAP.max_agents)
+    params = toward_goal_policy(env)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"levels have shapes .*capacity"):
+            evaluator(params, stack([other, other]), jax.random.PRNGKey(0))
+    good = stack([c[0] for c in TOWARD.values()])
+    assert evaluator(params, good, jax.random.PRNGKey(0)).valid.shape == (len(TOWARD),)
