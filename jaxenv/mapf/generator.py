@@ -113,6 +113,10 @@ def _crossing(key, size, cap: Capacity):
     return starts, goals, protect
 
 
+# Jitted (static capacity) so that its trace is cached: a run calls it inside several programs
+# (the stage's pool, verification, evaluation, a dummy observation), each traced by its caller;
+# an inner jit is traced once per input shape and inlined by XLA as before.
+@partial(jax.jit, static_argnames=("cap",))
 def generate(key: jax.Array, cfg: MAPFConfig, cap: Capacity) -> Level:
     """Draw one level from `cfg` (see the module docstring)."""
     s, a = cap.max_size, cap.max_agents

@@ -1,12 +1,17 @@
-"""Two processes x 2 host CPU devices (jax.distributed, gloo collectives) give the one-process
-4-device stage and the one-device stage, on `test_policy_multidevice`'s tiny setup and within
-its tolerance (1e-5 absolute + 1e-4 relative on the parameters; episode counts and outcomes
-exact); both processes hold the same parameters. Also: how `initialize` reads its settings.
+"""Sharded and multi-process training give the one-device update.
+
+One reference process with 4 host CPU devices trains one stage on one device and sharded over
+the 4; two processes x 2 devices (jax.distributed, gloo collectives) train it as one job. The
+tolerance: parameters after one stage of 2 updates x 2 epochs x 2 minibatches agree to 1e-5
+absolute + 1e-4 relative (only the float summation order of the psum'd gradients differs);
+episode counts and outcomes exactly; both processes hold the same parameters. The second
+update runs on a fresh pool (`pool_every`), generated in slices and all-gathered inside a cond.
+Also: how `initialize` reads its settings.
 
 Device counts must be set before JAX starts, so every run is a subprocess of this file run as
 a script: `ref` (one process, 4 devices: the one-device and the sharded result) and two
-`worker`s on a free localhost port, all three at once. A failing or hanging child is killed
-and its output shown; nothing outlives the test.
+`worker`s on a free localhost port, all three at once, once for the module. A failing or
+hanging child is killed and its output shown; nothing outlives the test.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ RTOL, ATOL = 1e-4, 1e-5
 
 # ------------------------------------------------------------------ run in the subprocesses
 def _setup():
-    """`test_policy_multidevice.py`'s setup: 2 configs over 8 envs, one short stage."""
+    """2 configs over 8 envs (shards hold envs of both), one short stage."""
     import jax
 
     from jaxenv.mapf import Capacity, MAPFFrozenLake
@@ -42,7 +47,7 @@ def _setup():
     a = cs.default()
     b = dict(a, hole_ratio=[0.3, 0.3], agent_weights=[1.0, 0.0], slip_prob=0.1)
     hp = Hparams(num_envs=8, num_steps=8, num_updates=2, update_epochs=2, num_minibatches=2,
-                 pool_size=16, lr=1e-3)
+                 pool_size=16, pool_every=1, lr=1e-3)  # a fresh pool (all-gathered) at update 1
     tr = make_train(env, ActorCritic(hidden=16, critic="mappo"), hp)
     return tr, cs.stack([a, b]), tr.init(jax.random.PRNGKey(0)), jax.random.PRNGKey(1)
 
@@ -88,8 +93,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_all(out: str) -> None:
-    """Start ref and both workers; wait for all; kill every child on failure or timeout."""
+def _run_all(out: str) -> dict[str, str | None]:
+    """Start ref and both workers; wait for all; kill every child on failure or timeout.
+    Returns, per child, None where it finished or the tail of its log where it did not."""
     from tests.helpers.xla_flags import xla_flags  # here: the script run as a child has no `tests`
 
     base = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
@@ -111,15 +117,14 @@ def _run_all(out: str) -> None:
             if None not in codes or any(codes) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        bad = {n: p.returncode for n, p in procs.items() if p.returncode != 0}
-        if bad:
-            tails = []
-            for n, rc in bad.items():
+        failed = {}
+        for n, p in procs.items():
+            failed[n] = None
+            if p.returncode != 0:
                 logs[n].seek(0)
-                tails.append(f"--- {n} (rc {rc}, None: still running) ---\n"
-                             + logs[n].read()[-3000:])
-            raise AssertionError(f"child failed or timed out (deadline {DEADLINE_S}s):\n"
-                                 + "\n".join(tails))
+                failed[n] = (f"--- {n} (rc {p.returncode}, None: still running; deadline "
+                             f"{DEADLINE_S}s) ---\n" + logs[n].read()[-3000:])
+        return failed
 
 
 def _kill(procs: dict[str, subprocess.Popen]) -> None:
@@ -148,15 +153,36 @@ def _assert_same_update(dist: dict, ref: dict, init: dict) -> None:
     assert _max_abs_diff(ref, init) > 1e-4  # the update did something
 
 
-@pytest.mark.slow
-def test_two_processes_equal_one_process():
+@pytest.fixture(scope="module")
+def runs():
+    """The three children's results (`init`, `one`, `four`, `dist0`, `dist1`), the failed
+    children's log tails, and the wall time."""
     with tempfile.TemporaryDirectory() as out:
         t = time.perf_counter()
-        _run_all(out)
+        failed = _run_all(out)
         res = {n: _load(Path(out) / f"{n}.npz") for n in ("init", "one", "four", "dist0",
-                                                          "dist1")}
-        wall = time.perf_counter() - t
+                                                          "dist1")
+               if (Path(out) / f"{n}.npz").is_file()}
+        yield res, failed, time.perf_counter() - t
+
+
+def _finished(failed: dict[str, str | None], *names: str) -> None:
+    tails = [failed[n] for n in names if failed[n] is not None]
+    assert not tails, "child failed or timed out:\n" + "\n".join(tails)
+
+
+@pytest.mark.slow
+def test_four_devices_equal_one(runs):
+    res, failed, _ = runs
+    _finished(failed, "ref")
     assert res["one"]["m_episodes"].sum() > 0
+    _assert_same_update(res["four"], res["one"], res["init"])
+
+
+@pytest.mark.slow
+def test_two_processes_equal_one_process(runs):
+    res, failed, wall = runs
+    _finished(failed, "ref", "worker0", "worker1")
     for name in ("dist0", "dist1"):
         _assert_same_update(res[name], res["four"], res["init"])
         _assert_same_update(res[name], res["one"], res["init"])

@@ -1,6 +1,8 @@
 """Training: learning, determinism, resume, no recompilation, the NaN guard, vmapped seeds.
 
-One small trainer (1 agent, 5x5, no holes) is compiled once and shared by every test here.
+One small trainer (1 agent, 5x5, no holes, two updates a stage) is compiled once and shared by
+every test here, and the same trainer with a fresh pool at update 1 by the tests of `pool_every`:
+every distinct trainer is a compile of its own.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from policy.ppo import Hparams, make_train
 pytestmark = pytest.mark.slow
 
 CAP = Capacity(max_size=5, max_agents=1, max_steps=32, label_waits=False)
-HP = Hparams(num_envs=64, num_steps=32, num_updates=10, update_epochs=2, num_minibatches=4,
+HP = Hparams(num_envs=64, num_steps=32, num_updates=2, update_epochs=2, num_minibatches=4,
              pool_size=256, lr=1e-3)
-LEARN_STAGES = 4  # 4 x 10 updates x 64 envs x 32 steps = 81,920 env steps
+LEARN_STAGES = 20  # 20 x 2 updates x 64 envs x 32 steps = 81,920 env steps
 
 
 @pytest.fixture(scope="module")
@@ -120,13 +122,12 @@ def test_nan_guard_skips_and_reports(setup):
 
 @pytest.fixture(scope="module")
 def short(setup):
-    """Two-update trainers, one pool a stage and a fresh pool at update 1: comparisons of
-    vmapped and single runs stay within float rounding over two updates (over ten, a rounding
-    difference can flip a sampled action and the runs part by 1e-3)."""
-    env, _, _, net, _ = setup
-    hp = dataclasses.replace(HP, num_updates=2)
-    return (make_train(env, net, hp),
-            make_train(env, net, dataclasses.replace(hp, pool_every=1)))
+    """The trainer of `setup` (one pool a stage) and one with a fresh pool at update 1. Two
+    updates a stage: comparisons of vmapped and single runs stay within float rounding over two
+    updates (over ten, a rounding difference can flip a sampled action and the runs part by
+    1e-3)."""
+    env, _, _, net, tr = setup
+    return tr, make_train(env, net, dataclasses.replace(HP, pool_every=1))
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["one_pool", "fresh_pool"])
@@ -148,7 +149,7 @@ def test_vmapped_seeds_match_single_runs(setup, short, fresh):
         diff = np.concatenate([np.abs(np.asarray(a) - np.asarray(b)).ravel() for a, b in
                                zip(jax.tree.leaves(got), jax.tree.leaves(single.params),
                                    strict=True)])
-        adam_steps = 2 * HP.update_epochs * HP.num_minibatches
+        adam_steps = HP.num_updates * HP.update_epochs * HP.num_minibatches
         assert diff.max() <= adam_steps * HP.lr * 1.01, diff.max()
         assert np.mean(diff > 1e-4) < 0.02 and diff.mean() < 1e-5, (np.mean(diff > 1e-4),
                                                                       diff.mean())
@@ -160,7 +161,7 @@ def test_vmapped_seeds_match_single_runs(setup, short, fresh):
 def test_fresh_pool_every_k_updates(setup, short):
     """`pool_every`: a new pool inside a stage changes the data (so the params) and stays
     deterministic; the refresh is a cond on an unbatched flag, so it vmaps over seeds
-    (`test_vmapped_seeds_match_single_runs[fresh_pool]`) and shards (test_policy_multidevice)."""
+    (`test_vmapped_seeds_match_single_runs[fresh_pool]`) and shards (test_policy_distributed)."""
     env, cs, vals, net, _ = setup
     one_pool, fresh = short
     cfg = cs.to_config(vals)
@@ -182,7 +183,7 @@ def test_linear_lr_anneals_across_stages_and_checkpoints(setup, short, tmp_path)
     the schedule still moves the params, the stage after it leaves them where they are."""
     env, cs, vals, net, _ = setup
     cfg = cs.to_config(vals)
-    hp = dataclasses.replace(HP, num_updates=2, anneal_updates=4)  # two stages of schedule
+    hp = dataclasses.replace(HP, anneal_updates=4)  # two stages of schedule
     tr = make_train(env, net, hp)
     first, _ = tr.train_stage(tr.init(jax.random.PRNGKey(5)), cfg, jax.random.PRNGKey(6))
     checkpoint.save(tmp_path / "ckpt", first, step=1)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 
-import jax
 import pytest
 
 pytest.importorskip("torch", reason="the transformers backend needs the llm extra")
@@ -21,16 +20,13 @@ from designer.engineer.context import (  # noqa: E402
     HistoryEntry,
     editable_values,
 )
-from designer.engineer.edits import preset_space  # noqa: E402
 from designer.engineer.engineers import LLMEngineer  # noqa: E402
 from designer.llm import LoggedBackend  # noqa: E402
 from designer.llm.calllog import CallLog  # noqa: E402
 from designer.llm.replay import ReplayBackend  # noqa: E402
 from designer.tasks.mapf.failures import mapf_failures  # noqa: E402
-from jaxenv.mapf import Capacity, MAPFFrozenLake  # noqa: E402
-from jaxenv.mapf.benchmark.validator import load_validator  # noqa: E402
-from policy import ActorCritic, Hparams, evaluate_split, make_train  # noqa: E402
 from tests.helpers.tiny_llm import tiny_backend  # noqa: E402
+from tests.helpers.trained_mapf import trained_mapf  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -38,20 +34,13 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def context() -> Context:
     """A context built from a trained checkpoint's validation."""
-    env = MAPFFrozenLake(Capacity(max_size=10, max_agents=2))
-    space = preset_space(env.config_space, "paper")
-    net = ActorCritic(hidden=16)
-    tr = make_train(env, net, Hparams(num_envs=64, num_steps=16, num_updates=4,
-                                      num_minibatches=2, pool_size=64))
-    runner, metrics = tr.train_stage(tr.init(jax.random.PRNGKey(0)), space.to_config(
-        space.default()), jax.random.PRNGKey(1))
-    val = evaluate_split(runner.params, net, jax.random.PRNGKey(2), load_validator("validation"))
-    train = tr.summarize(metrics)
+    t = trained_mapf()
+    space = t.space
     hist = [HistoryEntry(stage=k, values=editable_values(space, space.default()),
                          summary=f"valid {k}%") for k in range(2)]
     return Context(stage=2, stages_total=6, env_steps_per_stage=4096,
                    env_steps_so_far=3 * 4096, current=space.default(), space=space,
-                   failures=mapf_failures(val, train), history=hist, train=train)
+                   failures=mapf_failures(t.val, t.train), history=hist, train=t.train)
 
 
 def _engineer(backend, roles: str, n: int = 3) -> LLMEngineer:

@@ -15,7 +15,6 @@ tunix = pytest.importorskip("tunix", reason="the tunix extra is not installed")
 pytest.importorskip("outlines", reason="the transformers backend needs the llm extra")
 
 from designer.engineer.context import Context, ContextBuilder  # noqa: E402
-from designer.engineer.edits import preset_space  # noqa: E402
 from designer.engineer.engineers import SelfEngineer  # noqa: E402
 from designer.engineer.registry import make_engineer  # noqa: E402
 from designer.llm.calllog import CallLog  # noqa: E402
@@ -68,23 +67,13 @@ def trainee(tmp_path_factory):
 def world():
     """A context of a briefly trained PPO trainee (MAPF), and what verification needs."""
     from designer.tasks.mapf.failures import mapf_failures
-    from jaxenv.mapf import Capacity, MAPFFrozenLake
-    from jaxenv.mapf.benchmark.validator import load_validator
-    from policy import ActorCritic, Hparams, evaluate_split, make_train
+    from tests.helpers.trained_mapf import trained_mapf
 
-    env = MAPFFrozenLake(Capacity(max_size=10, max_agents=2))
-    space = preset_space(env.config_space, "paper")
-    net = ActorCritic(hidden=16)
-    tr = make_train(env, net, Hparams(num_envs=32, num_steps=16, num_updates=2,
-                                      num_minibatches=2, pool_size=32))
-    runner, metrics = tr.train_stage(tr.init(jax.random.PRNGKey(0)),
-                                     space.to_config(space.default()), jax.random.PRNGKey(1))
-    val = evaluate_split(runner.params, net, jax.random.PRNGKey(2), load_validator("validation"))
-    train = tr.summarize(metrics)
+    t = trained_mapf()
     ctx = Context(stage=2, stages_total=6, env_steps_per_stage=512, env_steps_so_far=1536,
-                  current=space.default(), space=space,
-                  failures=mapf_failures(val, train), train=train)
-    return {"env": env, "space": space, "net": net, "params": runner.params, "ctx": ctx}
+                  current=t.space.default(), space=t.space,
+                  failures=mapf_failures(t.val, t.train), train=t.train)
+    return {"env": t.env, "space": t.space, "net": t.net, "params": t.params, "ctx": ctx}
 
 
 def _engineer(trainee, tmp_path, log):
