@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from jaxenv.mapf import Capacity, MAPFFrozenLake
@@ -18,8 +18,11 @@ SHAPES = st.tuples(st.integers(1, 64), st.integers(1, 64))
 
 
 @pytest.mark.slow
-# every shape compiles anew: a few examples, each a different shape
-@settings(max_examples=10, deadline=None)
+# every shape compiles anew (seconds): a tall, a wide and a 1 x 1 shape, and a few drawn ones
+@settings(max_examples=5, deadline=None)
+@example(shape=(40, 7), seed=0, scale=1.414)
+@example(shape=(7, 40), seed=1, scale=0.01)
+@example(shape=(1, 1), seed=2, scale=1.0)
 @given(shape=SHAPES, seed=st.integers(0, 2**31 - 1), scale=st.sampled_from([0.01, 1.0, 1.414]))
 def test_equals_jax_orthogonal(shape, seed, scale):
     key = jax.random.PRNGKey(seed)
