@@ -18,7 +18,7 @@ SHAPES = st.tuples(st.integers(1, 64), st.integers(1, 64))
 
 
 @pytest.mark.slow
-# every shape compiles anew (seconds): a tall, a wide and a 1 x 1 shape, and a few drawn ones
+# every shape compiles anew: a tall, a wide and a one-element shape named, a few more drawn
 @settings(max_examples=5, deadline=None)
 @example(shape=(40, 7), seed=0, scale=1.414)
 @example(shape=(7, 40), seed=1, scale=0.01)

@@ -112,10 +112,14 @@ def _run_all(out: str) -> dict[str, str | None]:
                 [sys.executable, __file__, name.rstrip("0123456789"), *args, out], env=env,
                 stdout=logs[name], stderr=subprocess.STDOUT)
         deadline = time.monotonic() + DEADLINE_S
+        workers = {n: p for n, p in procs.items() if n != "ref"}
         while True:
-            codes = [p.poll() for p in procs.values()]  # every child, every time
-            if None not in codes or any(codes) or time.monotonic() > deadline:
-                break
+            codes = {n: p.poll() for n, p in procs.items()}  # every child, every time
+            if any(codes[n] for n in workers):  # its peer would wait for it for ever
+                _kill(workers)
+                codes = {n: p.poll() for n, p in procs.items()}
+            if None not in codes.values() or codes["ref"] or time.monotonic() > deadline:
+                break  # the reference runs on alone: the sharded test needs only it
             time.sleep(0.5)
         failed = {}
         for n, p in procs.items():
