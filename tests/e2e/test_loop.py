@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.xla_flags import xla_flags
+
 TINY = ["--stages", "3", "--stage-steps", "2048", "--envs", "64", "--hidden", "16",
         "--verify-k", "2", "--verify-episodes", "16", "--candidates", "2", "--seed", "3"]
 SETTINGS = {"trainee": {"num_steps": 16, "num_minibatches": 2, "pool_size": 64}}
@@ -22,7 +24,8 @@ SETTINGS = {"trainee": {"num_steps": 16, "num_minibatches": 2, "pool_size": 64}}
 def env(tmp_path_factory) -> dict[str, str]:
     cache = os.environ.get("JAX_COMPILATION_CACHE_DIR") or tmp_path_factory.mktemp("jax_cache")
     return dict(os.environ, JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=str(cache),
-                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                XLA_FLAGS=xla_flags(optimized=True))  # whole runs: XLA's default level
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from designer.settings import RunSettings
 from designer.sweep.launch import FAULT_ENV, Queue
 from designer.sweep.spec import SweepSpec, load_spec
 from designer.sweep.trials import ROUND0_FIELD, Trial, expand, variant_of
+from tests.helpers.xla_flags import xla_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"engineer": "rules", "stages": 2, "stage_steps": 2048, "candidates": 2, "heldout_every": 2,
@@ -38,7 +39,8 @@ CRASH = "V2_seed-0"  # killed (SIGKILL) right after its stage 0, on its first at
 def env(tmp_path_factory) -> dict[str, str]:
     cache = os.environ.get("JAX_COMPILATION_CACHE_DIR") or tmp_path_factory.mktemp("jax_cache")
     return dict(os.environ, JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=str(cache),
-                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                XLA_FLAGS=xla_flags(optimized=True))  # whole runs: XLA's default level
 
 
 def write_spec(path: Path, spec: dict) -> Path:

@@ -291,7 +291,9 @@ def test_reading_and_splitting_the_dataset():
 @pytest.fixture(scope="module")
 def move_learner(tmp_path_factory):
     """A tiny model whose BPE holds the toy replies' words (a move is a few tokens) and whose
-    output layer is sharp enough for a LoRA of rank 4 to move its choice in a few steps."""
+    output layer is sharp enough for a LoRA of rank 4 to move its choice in a few steps; a
+    learning rate low enough that where SFT ends does not hang on how the compiler rounds (at
+    a higher one the loss jumps, and the result moved with XLA's optimisation level)."""
     from policy.llm.engineer_rl import EngineerLearner
     from tests.helpers.tiny_tunix import tiny_folder
 
@@ -304,7 +306,7 @@ def move_learner(tmp_path_factory):
                          corpus=corpus, head_scale=30.0)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ENVENGINEER_CACHE", str(root / "cache"))
-        return EngineerLearner(folder, rank=4, alpha=8.0, lr=5e-2)
+        return EngineerLearner(folder, rank=4, alpha=8.0, lr=2e-2)
 
 
 @pytest.fixture(scope="module")
@@ -333,12 +335,12 @@ def trained(move_learner, tmp_path_factory):
 
 def test_sft_moves_the_top1_choice_toward_the_labels(trained):
     """The label starts far below the model's first choice (a tiny random model prefers the
-    move of fewest tokens); SFT on the label's reply narrows that gap in every context, by
-    40 % or more on average, and the distribution's mean score does not fall."""
+    move of fewest tokens); SFT on the label's reply makes it the first choice in every
+    context, and the distribution's mean score does not fall."""
     s, model, ex, ((ev0, m0), (ev1, m1)), losses, _ = trained
     assert losses[-1] < 0.7 * losses[0]
     assert np.all(m0 < 0) and ev0["top1"] == 0.0  # the label is not the first choice
-    assert np.all(m1 > m0) and (m1 - m0).mean() > 0.4 * np.abs(m0).mean(), (m0, m1)
+    assert np.all(m1 > 0) and ev1["top1"] == 1.0, (m0, m1)
     assert ev1["score_expected"] >= ev0["score_expected"]
 
 
