@@ -95,8 +95,9 @@ class RunSettings(Strict):
                                        json_schema_extra=flag("backend"))
     model: str | None = Field(None, description="Model path or name (default: SmolLM2-135M).",
                               json_schema_extra=flag("model"))
-    adapter: str = Field("auto", description="The engineer's LoRA adapter (transformers "
-                         "backend, llm engineer): none (the base model), shipped (the one in "
+    adapter: str = Field("auto", description="The engineer's LoRA adapter (llm engineer "
+                         "on transformers, or self, over the trainee's checkpoint): none (the "
+                         "base model), shipped (the one in "
                          "the package, designer/engineer/adapters), a shipped name, a "
                          ".safetensors file, or auto: the shipped one where the engineer is the "
                          "embedded model (llm, transformers, no --model, no --learn), else "
@@ -202,9 +203,11 @@ class RunSettings(Strict):
         if self.adapter != "none" and self.learn.enabled:
             raise ValueError("--adapter with --learn: start the learning from the adapter "
                              "with --learn-from FILE instead (the learner owns the LoRA)")
-        if self.adapter != "none" and (self.engineer != "llm" or self.backend != "transformers"):
-            raise ValueError("--adapter needs --engineer llm and --backend transformers (the "
-                             "adapter is merged into the embedded model's weights)")
+        merged = self.engineer == "self" or (self.engineer == "llm"
+                                             and self.backend == "transformers")
+        if self.adapter != "none" and not merged:
+            raise ValueError("--adapter needs --engineer llm and --backend transformers, or "
+                             "--engineer self (the adapter is merged into the model's weights)")
         if self.trainee_kind == "llm" and self.env != "mapf":
             raise ValueError(f"the llm trainee writes MAPF plans; env {self.env!r} has none")
         if self.llm is not None and self.llm.model is not None and not _exists(self.llm.model):

@@ -109,7 +109,8 @@ def _learning(eng: LLMEngineer, s: Any, folder: Any) -> Any:
 
 def _self_engineer(s: Any, folder: Any, task: Any, trainee: Any) -> SelfEngineer:
     """The `self` engineer of a run: calls logged into the run folder's `calls.jsonl`, the
-    checkpoint exported into `<run>/self_engineer/model` (one folder, replaced each stage)."""
+    checkpoint exported into `<run>/self_engineer/model` (one folder, replaced each stage),
+    with `--adapter`'s LoRA merged over it into `<run>/self_engineer/model+adapter`."""
     import tempfile
     from pathlib import Path
 
@@ -119,7 +120,16 @@ def _self_engineer(s: Any, folder: Any, task: Any, trainee: Any) -> SelfEngineer
     root = (Path(tempfile.mkdtemp(prefix="envengineer-self-")) if folder is None
             else folder.path / "self_engineer")
     log = CallLog(None if folder is None else folder.path / "calls.jsonl")
-    eng = SelfEngineer(trainee, None, export_dir=root / "model", log=log, roles=s.roles,
+    options = {}
+    if getattr(s, "adapter", "none") != "none":  # the engineer's LoRA over each export
+        import sys
+
+        from designer.engineer.adapters import describe, resolve
+
+        print(f"engineer adapter: {describe(s.adapter)}", file=sys.stderr, flush=True)
+        options["adapter"] = str(resolve(s.adapter))
+    eng = SelfEngineer(trainee, None, export_dir=root / "model", log=log,
+                       backend_options=options, roles=s.roles,
                        n=s.candidates, max_tokens=s.max_tokens, seed=s.seed,
                        curriculum=None if task is None else task.curriculum,
                        edits=s.edit_language)

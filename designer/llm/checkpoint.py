@@ -4,7 +4,8 @@
 checkpoint, ``trainee.export_hf(export_dir)`` writes the checkpoint (LoRA merged) as a
 transformers folder and a ``TransformersBackend`` is (re)loaded from it; later calls on the
 same checkpoint reuse it. Decoding is therefore outlines over transformers, grammar-constrained
-exactly like the ``llm`` engineer's default backend.
+exactly like the ``llm`` engineer's default backend. With ``adapter=`` (a LoRA file of the
+engineer, ``--adapter``) that LoRA is merged over each export before the load.
 
 Why export rather than constrain tunix's own sampler with outlines-core's index: the export
 route reuses the one constrained decoder every engineer already goes through (same grammar
@@ -33,11 +34,13 @@ class CheckpointBackend:
     name = "self"
     constrained = True
 
-    def __init__(self, trainee: Any, export_dir: str | Path, **options: Any):
+    def __init__(self, trainee: Any, export_dir: str | Path, *,
+                 adapter: str | Path | None = None, **options: Any):
         if trainee is None or not callable(getattr(trainee, "export_hf", None)):
             raise ValueError("the self engineer needs --trainee llm (a trainee with "
                              "export_hf(folder) -> Path)")
         self.trainee, self.export_dir, self.options = trainee, Path(export_dir), options
+        self.adapter = None if adapter is None else Path(adapter)  # merged over each export
         self.key: Any = None  # the checkpoint the next call must use
         self.loaded: Any = None  # the checkpoint the backend holds
         self.exports = 0  # how many times the checkpoint was exported (and loaded)
@@ -63,6 +66,11 @@ class CheckpointBackend:
         self._backend = None  # free the previous checkpoint before loading the next
         try:
             folder = Path(self.trainee.export_hf(self.export_dir))
+            if self.adapter is not None:  # the engineer's LoRA over the trainee's weights
+                from policy.llm.engineer_rl import merged_model
+
+                folder = merged_model(self.adapter, folder,
+                                      out=self.export_dir.with_name("model+adapter"))
         except Exception as e:  # noqa: BLE001 -- any export failure: the engineer falls back
             raise BackendError(f"exporting the trainee checkpoint failed: "
                                f"{type(e).__name__}: {str(e)[:300]}", cause=e) from None

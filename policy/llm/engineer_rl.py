@@ -376,10 +376,13 @@ def adapter_meta(path: str | Path) -> dict[str, str]:
         return dict(h.metadata() or {})
 
 
-def merged_model(adapter: str | Path, base: str | Path | None = None) -> Path:
+def merged_model(adapter: str | Path, base: str | Path | None = None,
+                 out: str | Path | None = None) -> Path:
     """A transformers folder of ``base`` (default: the embedded SmolLM2) with ``adapter``'s
-    LoRA merged in, made once into the cache and keyed by the adapter's content hash and the
-    base's folder, so that the constrained backend loads it like any model."""
+    LoRA merged in, so that the constrained backend loads it like any model: made once into
+    the cache, keyed by the adapter's content hash and the base's folder, or, with ``out``,
+    written there each time (replacing what it holds), for a base whose weights change under
+    one path (the ``self`` engineer's exported checkpoint)."""
     import hashlib
 
     from policy.llm.export import COMPLETE
@@ -389,11 +392,15 @@ def merged_model(adapter: str | Path, base: str | Path | None = None) -> Path:
     if not adapter.is_file():
         raise FileNotFoundError(f"no adapter file {adapter}")
     folder = model_folder(base)
-    digest = hashlib.sha256(adapter.read_bytes() + str(folder.resolve()).encode()).hexdigest()
-    name = adapter.parent.name if adapter.name == "adapter.safetensors" else adapter.stem
-    target = cache_dir() / "adapters" / f"{name}-{digest[:12]}"
-    if (target / COMPLETE).is_file():
-        return target
+    if out is not None:
+        target = Path(out)
+    else:
+        digest = hashlib.sha256(adapter.read_bytes()
+                                + str(folder.resolve()).encode()).hexdigest()
+        name = adapter.parent.name if adapter.name == "adapter.safetensors" else adapter.stem
+        target = cache_dir() / "adapters" / f"{name}-{digest[:12]}"
+        if (target / COMPLETE).is_file():
+            return target
     meta = adapter_meta(adapter)
     learner = EngineerLearner(folder, rank=int(meta["rank"]), alpha=float(meta["alpha"]),
                               remat=False)

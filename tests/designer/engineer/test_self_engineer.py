@@ -142,3 +142,46 @@ def test_self_needs_an_llm_trainee(tmp_path, trainee):
     assert isinstance(eng, SelfEngineer) and eng.name == "self"
     assert eng.backend.log.path == tmp_path / "run" / "calls.jsonl"
     assert eng.source.export_dir == tmp_path / "run" / "self_engineer" / "model"
+
+
+def test_an_adapter_is_merged_over_each_checkpoint(trainee, world, tmp_path):
+    """`--adapter` with the self engineer: the engineer's LoRA (here a random one for the tiny
+    model) is merged over every exported checkpoint, so the model that answers is the
+    checkpoint plus the adapter, remade when the checkpoint changes; the settings accept it."""
+    import dataclasses
+
+    from flax import nnx
+    from safetensors.numpy import load_file
+
+    from designer.run.folder import RunFolder
+    from policy.llm.engineer_rl import EngineerLearner
+
+    lrn = EngineerLearner(trainee.source, rank=4, alpha=8.0, remat=False)
+    rng = np.random.default_rng(1)
+    for path, v in nnx.iter_graph(lrn.model):
+        if isinstance(v, nnx.LoRAParam) and str(path[-1]).endswith("_lora_b"):
+            v.set_value(rng.normal(0, 0.1, v.shape).astype(v.dtype))
+    adapter = lrn.save_adapter(tmp_path / "adapter.safetensors")
+
+    s = RunSettings(engineer="self", adapter=str(adapter))
+    assert s.adapter == str(adapter)
+    eng = make_engineer(s, RunFolder(tmp_path / "run"), trainee=trainee)
+    assert eng.source.adapter == adapter
+    eng.builder = ContextBuilder("T", token_budget=1500, count_tokens=eng.backend.count_tokens)
+    props = eng.propose(world["ctx"])
+    assert props and all(p.source.startswith("llm:self/") for p in props), props
+    root = tmp_path / "run" / "self_engineer"
+    plain = load_file(str(root / "model" / "model.safetensors"))
+    merged = load_file(str(root / "model+adapter" / "model.safetensors"))
+    assert plain.keys() == merged.keys()
+    changed = [k for k in plain if not np.array_equal(plain[k], merged[k])]
+    assert changed and all("proj" in k for k in changed), changed  # the LoRA's targets only
+    loaded = {n: p.detach().numpy() for n, p in eng.source.backend().lm.named_parameters()}
+    k = changed[0]
+    np.testing.assert_array_equal(loaded[k], merged[k])  # the answering model is the merge
+    stamp = (root / "model+adapter" / "model.safetensors").stat().st_mtime_ns
+    eng.propose(dataclasses.replace(world["ctx"], stage=3))  # a new checkpoint: merged anew
+    assert eng.source.exports == 2
+    assert (root / "model+adapter" / "model.safetensors").stat().st_mtime_ns != stamp
+    with pytest.raises(ValueError, match="--adapter needs"):
+        RunSettings(engineer="dr", adapter=str(adapter))
