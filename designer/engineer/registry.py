@@ -122,12 +122,9 @@ def _self_engineer(s: Any, folder: Any, task: Any, trainee: Any) -> SelfEngineer
     log = CallLog(None if folder is None else folder.path / "calls.jsonl")
     options = {}
     if getattr(s, "adapter", "none") != "none":  # the engineer's LoRA over each export
-        import sys
+        from designer.engineer.adapters import announce
 
-        from designer.engineer.adapters import describe, resolve
-
-        print(f"engineer adapter: {describe(s.adapter)}", file=sys.stderr, flush=True)
-        options["adapter"] = str(resolve(s.adapter))
+        options["adapter"] = announce(s.adapter)
     eng = SelfEngineer(trainee, None, export_dir=root / "model", log=log,
                        backend_options=options, roles=s.roles,
                        n=s.candidates, max_tokens=s.max_tokens, seed=s.seed,

@@ -10,7 +10,6 @@ replies, whatever the model would sample now), and a fresh run logs every call. 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +68,7 @@ def open_backend(settings: Any, log_path: str | Path | None) -> LoggedBackend:
         options = {"model": settings.model}
         adapter = getattr(settings, "adapter", "none")
         if name == "transformers" and adapter != "none":
-            from designer.engineer.adapters import describe, resolve
+            from designer.engineer.adapters import announce
 
-            print(f"engineer adapter: {describe(adapter)}", file=sys.stderr, flush=True)
-            options["adapter"] = str(resolve(adapter))
+            options["adapter"] = announce(adapter)
     return LoggedBackend(LazyBackend(name, options), CallLog(log_path), replay_first=True)

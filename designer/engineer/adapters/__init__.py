@@ -51,3 +51,12 @@ def describe(spec: str | None) -> str:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
     where = f"shipped {path.parent.name}" if path.parent.parent == HERE else "file"
     return f"{where}: {path} (sha256 {digest})"
+
+
+def announce(spec: str) -> str:
+    """The adapter's file for a backend to merge, its origin printed on the console first (a
+    run's user sees which weights answer)."""
+    import sys
+
+    print(f"engineer adapter: {describe(spec)}", file=sys.stderr, flush=True)
+    return str(resolve(spec))

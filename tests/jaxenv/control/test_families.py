@@ -106,8 +106,8 @@ def test_steps_equal_raw_gymnax(name):
         obs, s, rew, term, info = ours_step(k, s, a, cfg)
         robs, rs, rrew, rterm, _ = raw_step(k, rs, raw_a, level)
         np.testing.assert_allclose(obs, robs, rtol=2e-7, atol=1e-6, err_msg=f"{name} step {t}")
-        # the reward squares the state (the pendulum's speed reaches 8), which scales a
-        # rounding of the state by up to 2 x 8 in it
+        # the reward squares the state, so a rounding of the state reaches it scaled by twice
+        # the largest state value (the pendulum's top speed)
         np.testing.assert_allclose(rew[0], rrew, rtol=2e-7, atol=1.6e-5)
         assert bool(term) == bool(rterm) and not bool(info["nonfinite"])
         if t < 10:
