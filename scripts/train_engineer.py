@@ -4,7 +4,7 @@ Usage:
     python scripts/train_engineer.py --data DATA.jsonl [--data MORE.jsonl] --out DIR
         [--train-seeds 10-49] [--heldout-seeds 50-54] [--seeds 0,1,2]
         [--sft-steps 20] [--grpo-steps 20] [--contexts 4] [--group 8] [--eval-every 5]
-        [--model PATH] [--rank 16] [--alpha 32] [--ship NAME]
+        [--model PATH] [--rank 16] [--alpha 32] [--init NAME|FILE] [--ship NAME]
 
 Data: the JSONL rows of ``scripts/engineer_data.py``, one per context (task, seed, proposer,
 stage): the exact prompt messages the moves-language engineer is sent, the target diagnosis
@@ -34,9 +34,10 @@ the diagnosis, with no torch round trip and no decoder in the loop.
    verification score of the model's move distribution (and of its top-1 move), against
    the table's best and the uniform choice. Learning is read on these, never on a reward.
 
-Each training seed (``--seeds``) trains from the same initial LoRA with its own data order
-and samples; ``DIR`` gets ``summary.json`` (every curve), ``curves.png`` and one adapter per
-seed. ``--ship NAME`` copies the first seed's adapter to
+Each training seed (``--seeds``) trains from the same initial LoRA (a fresh one, or with
+``--init`` a saved adapter, e.g. a shipped one continued on another family's data; its card
+is kept in the new one) with its own data order and samples; ``DIR`` gets ``summary.json``
+(every curve), ``curves.png`` and one adapter per seed. ``--ship NAME`` copies the first seed's adapter to
 ``designer/engineer/adapters/NAME/adapter.safetensors`` with its ``MODEL_CARD.md``.
 """
 
@@ -337,6 +338,7 @@ folder keyed by this file's hash).
 - updates: {sft} SFT (batch {batch}), then {grpo} GRPO ({contexts} contexts x {group}
   sampled moves per update); training seed {seed}; {minutes:.1f} min on the machine it ran on
 - stored as {dtype} (the LoRA's factors; merged into the base in float32)
+- started from: {init}
 
 The datasets, made by `scripts/engineer_data.py`:
 
@@ -396,7 +398,21 @@ def model_card(name: str, args: argparse.Namespace, meta: dict[str, Any],
                        grpo=sum(c["phase"] == "grpo" for c in curve), batch=args.batch,
                        contexts=args.contexts, group=args.group, seed=seed,
                        minutes=meta["minutes"][str(seed)], table=rows,
-                       command=meta["command"])
+                       command=meta["command"], init=meta.get("init") or "a fresh LoRA"
+                       ) + parent_card(getattr(args, "init", None))
+
+
+def parent_card(init: str | None) -> str:
+    """The card of the adapter training started from (its data and making), one heading
+    level down, so a card continued from another keeps the whole provenance."""
+    from designer.engineer.adapters import resolve
+
+    path = resolve(init) if init else None
+    card = path.parent / "MODEL_CARD.md" if path is not None else None
+    if card is None or not card.is_file():
+        return ""
+    body = card.read_text().replace("\n#", "\n##")
+    return "\n## The adapter it started from\n\n#" + body
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -409,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
                     "contexts (evenly spaced; 0: all)")
     ap.add_argument("--seeds", default="0,1,2", help="training seeds (one run each)")
     ap.add_argument("--model", default=None, help="base model (default: SmolLM2-135M)")
+    ap.add_argument("--init", default=None, help="start from this adapter (a shipped name "
+                    "or a file; its rank and alpha) instead of a fresh LoRA")
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--alpha", type=float, default=32.0)
     ap.add_argument("--lr", type=float, default=1e-4)
@@ -437,15 +455,26 @@ def main(argv: list[str] | None = None) -> int:
                          "both must be non-empty (check --train-seeds / --heldout-seeds)")
     print(f"{len(training)} training contexts, {len(heldout)} held-out", flush=True)
 
-    from policy.llm.engineer_rl import EngineerLearner
+    from policy.llm.engineer_rl import EngineerLearner, adapter_meta
 
+    init = None
+    if args.init:
+        from designer.engineer.adapters import describe, resolve
+
+        init = resolve(args.init)
+        meta_init = adapter_meta(init)
+        args.rank, args.alpha = int(meta_init["rank"]), float(meta_init["alpha"])
+        print(f"starting from {init} (rank {args.rank}, alpha {args.alpha:g})", flush=True)
     learner = EngineerLearner(args.model, rank=args.rank, alpha=args.alpha, lr=args.lr)
+    if init is not None:
+        learner.load_adapter(init, start=True)
     model = MoveModel(learner).fit(training + heldout)
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     meta: dict[str, Any] = {
         "command": "python scripts/train_engineer.py " + shlex.join(argv or sys.argv[1:]),
         "base": str(args.model or "SmolLM2-135M-Instruct (the embedded GGUF)"),
+        "init": None if init is None else describe(args.init),
         "train_contexts": len(training), "heldout_contexts": len(heldout),
         "realized_best": sum(e.realized for e in training), "minutes": {}, "curves": {}}
     curves: dict[int, list[dict[str, Any]]] = {}

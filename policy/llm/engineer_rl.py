@@ -316,8 +316,10 @@ class EngineerLearner:
                 "base": str(self.folder), "updates": str(self.updates)}
         return write_adapter(self.lora_arrays(), path, meta)
 
-    def load_adapter(self, path: str | Path) -> dict[str, Any]:
-        """Set the LoRA parameters from a saved adapter (same model, rank and alpha)."""
+    def load_adapter(self, path: str | Path, start: bool = False) -> dict[str, Any]:
+        """Set the LoRA parameters from a saved adapter (same model, rank and alpha);
+        ``start``: they also become the values `reset` returns to (training continues from
+        this adapter rather than from a fresh LoRA)."""
         import jax.numpy as jnp
         from flax import nnx
         from safetensors import safe_open
@@ -339,6 +341,8 @@ class EngineerLearner:
                 raise ValueError(f"adapter {path}: {k} has shape {arrays[k].shape}, "
                                  f"expected {v.shape}")
             v.set_value(jnp.asarray(arrays[k], v.dtype))
+        if start:
+            self._initial = self.lora_arrays()
         return json.loads(json.dumps(meta))
 
     def export(self, out: str | Path) -> Path:

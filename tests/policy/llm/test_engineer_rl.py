@@ -150,6 +150,28 @@ def test_adapter_saved_and_loaded_back_equal(learner, tmp_path):
     del nnx
 
 
+def test_training_continues_from_a_loaded_adapter(learner, tmp_path):
+    """`load_adapter(start=True)`: `reset` returns to the loaded adapter (training continued
+    from it, `scripts/train_engineer.py --init`); a plain load is undone by `reset`."""
+    from policy.llm.engineer_rl import EngineerLearner
+
+    learner.step(MESSAGES, [GOOD, BAD], [1.0, 0.0])
+    path = learner.save_adapter(tmp_path / "adapter.safetensors")
+    saved = learner.lora_arrays()
+    fresh = EngineerLearner(loaded=(learner.base, learner.tokenizer, learner.folder), rank=4,
+                            alpha=8.0)
+    own = fresh.lora_arrays()
+    fresh.load_adapter(path)
+    fresh.reset()
+    assert all(np.array_equal(fresh.lora_arrays()[k], own[k]) for k in own)
+    fresh.load_adapter(path, start=True)
+    fresh.step(MESSAGES, [GOOD, BAD], [0.0, 1.0])
+    assert any(not np.array_equal(fresh.lora_arrays()[k], saved[k]) for k in saved)
+    fresh.reset()
+    got = fresh.lora_arrays()
+    assert all(np.array_equal(got[k], saved[k]) for k in saved)
+
+
 def test_learning_engineer_updates_saves_and_reloads(tmp_path):
     """`--learn`: the llm engineer's replies, scored by (here a stand-in) verification,
     train its LoRA; the adapter and the step's record land in the run folder, the backend is
@@ -453,6 +475,27 @@ def test_train_script_writes_curves_summary_and_adapters(tmp_path):
          "commit": "abcdef0123"}]}))
     assert "`python scripts/engineer_data.py --seeds 10-12` (commit abcdef0)" in \
         s.dataset_commands([str(data)])
+
+    # --init: training continues from an adapter (its rank and alpha), whose card is kept
+    first = out / "adapter-seed0.safetensors"
+    (out / "MODEL_CARD.md").write_text("# Engineer adapter `first`\n\n- data: toy\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ENVENGINEER_CACHE", str(tmp_path / "cache"))
+        assert s.main(["--data", str(data), "--out", str(tmp_path / "again"), "--model",
+                       str(folder), "--init", str(first), "--train-seeds", "10-12",
+                       "--heldout-seeds", "40-41", "--seeds", "0", "--sft-steps", "0",
+                       "--grpo-steps", "0"]) == 0
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert (again["rank"], again["alpha"]) == (4, 8.0) and str(first) in again["init"]
+    end = [c for c in summary["curves"]["0"] if "top1" in c][-1]
+    start = again["curves"]["0"][0]
+    assert start["score_expected"] == pytest.approx(end["score_expected"], rel=1e-4)
+    card = s.model_card("again", s.argparse.Namespace(
+        rank=4, alpha=8.0, data=[str(data)], train_seeds="10-12", heldout_seeds="40-41",
+        sft_steps=0, grpo_steps=0, batch=2, contexts=2, group=4, init=str(first)), again,
+        again["curves"]["0"], 0)
+    assert f"started from: file: {first}" in card
+    assert "## The adapter it started from\n\n## Engineer adapter `first`" in card
 
 
 def test_adapter_option_loads_applies_and_writes_a_grammar_valid_reply(trained, tmp_path):
