@@ -37,8 +37,9 @@ the diagnosis, with no torch round trip and no decoder in the loop.
 Each training seed (``--seeds``) trains from the same initial LoRA (a fresh one, or with
 ``--init`` a saved adapter, e.g. a shipped one continued on another family's data; its card
 is kept in the new one) with its own data order and samples; ``DIR`` gets ``summary.json``
-(every curve), ``curves.png`` and one adapter per seed. ``--ship NAME`` copies the first seed's adapter to
-``designer/engineer/adapters/NAME/adapter.safetensors`` with its ``MODEL_CARD.md``.
+(every curve), ``curves.png`` and one adapter per seed. ``--ship NAME`` copies the first
+seed's adapter to ``designer/engineer/adapters/NAME/adapter.safetensors`` with its
+``MODEL_CARD.md``.
 """
 
 from __future__ import annotations
