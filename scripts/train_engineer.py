@@ -456,13 +456,14 @@ def main(argv: list[str] | None = None) -> int:
                          "both must be non-empty (check --train-seeds / --heldout-seeds)")
     print(f"{len(training)} training contexts, {len(heldout)} held-out", flush=True)
 
+    from designer.engineer.adapters import describe, resolve
     from policy.llm.engineer_rl import EngineerLearner, adapter_meta
 
-    init = None
-    if args.init:
-        from designer.engineer.adapters import describe, resolve
-
-        init = resolve(args.init)
+    try:
+        init = resolve(args.init) if args.init else None  # `none`: a fresh LoRA
+    except ValueError as e:
+        raise SystemExit(f"--init: {e}") from None
+    if init is not None:
         meta_init = adapter_meta(init)
         args.rank, args.alpha = int(meta_init["rank"]), float(meta_init["alpha"])
         print(f"starting from {init} (rank {args.rank}, alpha {args.alpha:g})", flush=True)

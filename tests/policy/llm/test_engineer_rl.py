@@ -496,6 +496,9 @@ def test_train_script_writes_curves_summary_and_adapters(tmp_path):
         again["curves"]["0"], 0)
     assert f"started from: file: {first}" in card
     assert "## The adapter it started from\n\n## Engineer adapter `first`" in card
+    with pytest.raises(SystemExit, match="--init: no adapter 'nosuch'"):
+        s.main(["--data", str(data), "--out", str(tmp_path / "bad"), "--init", "nosuch",
+                "--train-seeds", "10-12", "--heldout-seeds", "40-41"])
 
 
 def test_adapter_option_loads_applies_and_writes_a_grammar_valid_reply(trained, tmp_path):
