@@ -32,14 +32,18 @@ def resolve(spec: str | None) -> Path | None:
     if spec is None or spec == NONE:
         return None
     name = SHIPPED if spec == "shipped" else spec
-    if (HERE / name / FILE).is_file():
-        return HERE / name / FILE
     path = Path(spec).expanduser()
-    if path.is_dir() and (path / FILE).is_file():
-        return path / FILE
-    if path.is_file() and path.suffix == ".safetensors":
-        return path
-    raise ValueError(f"no adapter {spec!r}: give none, shipped, a shipped name "
+    try:  # a name the filesystem refuses (too long, say) names no adapter either
+        if (HERE / name / FILE).is_file():
+            return HERE / name / FILE
+        if path.is_dir() and (path / FILE).is_file():
+            return path / FILE
+        if path.is_file() and path.suffix == ".safetensors":
+            return path
+    except OSError:
+        pass
+    shown = spec if len(spec) <= 200 else f"{spec[:200]}... ({len(spec)} characters)"
+    raise ValueError(f"no adapter {shown!r}: give none, shipped, a shipped name "
                      f"({', '.join(shipped()) or 'none shipped'}) or a .safetensors file")
 
 

@@ -89,6 +89,9 @@ def test_adapter_flag(tmp_path, capsys):
     assert f"engineer adapter: file: {path}" in capsys.readouterr().err
     with pytest.raises(ValueError, match="no adapter"):
         RunSettings(adapter=str(tmp_path / "missing.safetensors"))
+    with pytest.raises(ValueError, match="no adapter") as err:  # too long for the filesystem
+        RunSettings(adapter="x" * 1_000_000)
+    assert len(str(err.value)) < 2_000 and "(1000000 characters)" in str(err.value)
     with pytest.raises(ValueError, match="--adapter needs --engineer llm"):
         RunSettings(adapter=str(path), backend="openai")
     with pytest.raises(ValueError, match="--learn-from"):
