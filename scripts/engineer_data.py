@@ -148,13 +148,24 @@ class Rows:
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """The whole rows of a dataset file, the first of each key (a torn last line skipped)."""
+    """The whole rows of a dataset file, the first of each key (a torn last line skipped). A
+    file that cannot be read, or another line that is not a keyed JSON object, is a ValueError
+    naming the line: the file is not a dataset, and nothing is appended to it."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: cannot be read ({e.__class__.__name__})") from None
     out, seen = [], set()
-    for line in Path(path).read_text().splitlines():
+    for n, line in enumerate(lines, 1):
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
-            continue
+            if n == len(lines):
+                continue
+            raise ValueError(f"{path} line {n}: not JSON") from None
+        if not isinstance(row, dict) or not isinstance(row.get("key"), list):
+            raise ValueError(f"{path} line {n}: not a row of a dataset (a JSON object with "
+                             "a key list)")
         if row_key(row) not in seen:
             seen.add(row_key(row))
             out.append(row)
@@ -436,11 +447,20 @@ def report(paths: Iterable[str | Path]) -> dict[str, Any]:
     raw: dict[str, list[tuple[float, float]]] = {}  # learnability alone, band or not
     agree = {"same": 0, "pairs": 0}
     for r in rows:
-        measured = [(proxy(m), m["realized"]["gain"]) for m in r["moves"] if m["realized"]]
-        pairs.setdefault(r["task"], []).extend(measured)
-        raw.setdefault(r["task"], []).extend(
-            (m["score"]["learnability"], m["realized"]["gain"]) for m in r["moves"]
-            if m["realized"])
+        try:
+            measured = [(proxy(m), float(m["realized"]["gain"])) for m in r["moves"]
+                        if m["realized"]]
+            learn = [(float(m["score"]["learnability"]), float(m["realized"]["gain"]))
+                     for m in r["moves"] if m["realized"]]
+            task = r["task"]
+            missing = {"split", "baseline"} - r.keys()
+            if missing:
+                raise KeyError(sorted(missing)[0])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"row {r['key']}: not a scored row ({e.__class__.__name__}: "
+                             f"{str(e)[:80]})") from None
+        pairs.setdefault(task, []).extend(measured)
+        raw.setdefault(task, []).extend(learn)
         for i, (a, ga) in enumerate(measured):
             for b, gb in measured[i + 1:]:
                 if a != b and ga != gb:
@@ -529,7 +549,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="with --report: also write the report here")
     args = ap.parse_args(argv)
     if args.report:
-        out = report(args.report)
+        try:
+            out = report(args.report)
+        except ValueError as e:
+            raise SystemExit(f"--report: {e}") from None
         from designer.run.provenance import git_commit
 
         out = {"command": " ".join([sys.executable, *sys.argv]), "commit": git_commit(),
@@ -557,7 +580,10 @@ def main(argv: list[str] | None = None) -> int:
     if "pool_size" in budget["trainee"]:
         budget["trainee"]["pool_size"] = budget["trainee"]["num_envs"]
     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter()
-    rows = Rows(args.out)
+    try:
+        rows = Rows(args.out)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"--out: {e}") from None
     write_meta(args, seeds, budget, None, started)
     for seed in seeds:
         run_seed(args, seed, rows, budget)

@@ -102,6 +102,20 @@ def _gain(m: dict[str, Any]) -> float | None:
     return None if r is None else float(r["gain"] if isinstance(r, dict) else r)
 
 
+def _readable(m: Any) -> bool:
+    """Whether a move entry has what `_score` and `_gain` read, as numbers."""
+    def number(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    if not isinstance(m, dict) or "move" not in m:
+        return False
+    score = m["choice_score"] if "choice_score" in m else m.get("score")
+    r = m.get("realized")
+    gain = r.get("gain") if isinstance(r, dict) else r
+    return (number(score) or ("choice_score" in m and score is None)) and (
+        r is None or number(gain))
+
+
 def read_rows(rows: Iterable[dict[str, Any]]) -> list[Example]:
     """Examples from dataset rows (`scripts/engineer_data.py`'s format). Keys read: ``seed``,
     ``messages``, ``diagnosis`` ({"training", "weakest"}), ``moves`` (a list of {"move",
@@ -109,9 +123,18 @@ def read_rows(rows: Iterable[dict[str, Any]]) -> list[Example]:
     optional ``key``. A row whose moves all score alike teaches nothing and is skipped."""
     out = []
     for i, row in enumerate(rows):
-        table = list(row.get("moves") or [])
-        if row.get("seed") is None or not table:
+        if not isinstance(row, dict):
+            raise ValueError(f"row {i}: not a JSON object")
+        table = row.get("moves")
+        if row.get("seed") is None or not isinstance(table, list) or not table:
             raise ValueError(f"row {i}: needs a seed and a scored move table")
+        missing = [k for k in ("messages", "diagnosis") if not row.get(k)]
+        missing += [f"diagnosis.{k}" for k in ("training", "weakest")
+                    if not isinstance(row.get("diagnosis"), dict) or k not in row["diagnosis"]]
+        if not all(_readable(m) for m in table):
+            missing.append("a move's 'move', number score or realized gain")
+        if missing:
+            raise ValueError(f"row {i}: missing {', '.join(missing)}")
         scores = np.asarray([_score(m) for m in table], np.float64)
         if np.ptp(scores) <= 0:
             continue
@@ -127,10 +150,26 @@ def read_rows(rows: Iterable[dict[str, Any]]) -> list[Example]:
 
 
 def load(paths: Sequence[str | Path]) -> list[Example]:
-    rows = []
+    """Every file's rows as examples; a file that cannot be read, a line that is not JSON or
+    a row without what `read_rows` reads is a ValueError naming where."""
+    out = []
     for p in paths:
-        rows += [json.loads(line) for line in Path(p).read_text().splitlines() if line.strip()]
-    return read_rows(rows)
+        try:
+            lines = Path(p).read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"{p}: cannot be read ({e.__class__.__name__})") from None
+        rows = []
+        for n, line in enumerate(lines, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    raise ValueError(f"{p} line {n}: not JSON") from None
+        try:
+            out += read_rows(rows)
+        except ValueError as e:
+            raise ValueError(f"{p}: {e}") from None
+    return out
 
 
 def seed_set(spec: str) -> set[int]:
@@ -445,7 +484,10 @@ def main(argv: list[str] | None = None) -> int:
                     "designer/engineer/adapters/NAME with its model card")
     args = ap.parse_args(argv)
 
-    examples = load(args.data)
+    try:
+        examples = load(args.data)
+    except ValueError as e:
+        raise SystemExit(f"--data: {e}") from None
     training, heldout = split(examples, seed_set(args.train_seeds),
                               seed_set(args.heldout_seeds))
     if args.heldout_max and len(heldout) > args.heldout_max:

@@ -84,6 +84,34 @@ def test_report_ranks_proxy_against_realized_gain(tmp_path: Path) -> None:
     assert rep["within_context_pair_agreement"]["share"] == 1.0
 
 
+def test_a_file_that_is_not_a_dataset_is_one_line(tmp_path: Path) -> None:
+    """`--report` and `--out` on a file that is not a dataset end in one line naming the file
+    and line (or row), and never append to it; a torn last line alone is still skipped."""
+    good = {"key": ["mapf", 10, "dr", 0], "task": "mapf", "split": "train", "baseline": None,
+            "moves": [{"score": {"learnability": 0.2}, "inside": True, "realized": None}]}
+    files = {"list.jsonl": "[1, 2]\n", "middle.jsonl": "{\"key\n" + json.dumps(good) + "\n",
+             "unscored.jsonl": json.dumps(dict(good, moves=[{"realized": {"gain": 1}}])) +
+             "\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    said = {}
+    for name in [*files, "absent.jsonl"]:
+        with pytest.raises(SystemExit) as e:
+            ed.main(["--report", str(tmp_path / name)])
+        said[name] = str(e.value)
+    assert said["list.jsonl"].endswith("list.jsonl line 1: not a row of a dataset (a JSON "
+                                       "object with a key list)")
+    assert "middle.jsonl line 1: not JSON" in said["middle.jsonl"]
+    assert "row ['mapf', 10, 'dr', 0]: not a scored row (KeyError" in said["unscored.jsonl"]
+    assert "absent.jsonl: cannot be read (FileNotFoundError)" in said["absent.jsonl"]
+    torn = tmp_path / "torn.jsonl"  # a torn last line alone: the report still runs
+    torn.write_text(json.dumps(good) + '\n{"key": ["ma')
+    assert ed.main(["--report", str(torn)]) == 0
+    with pytest.raises(SystemExit, match="^--out: .*list.jsonl line 1"):
+        ed.main(["--out", str(tmp_path / "list.jsonl"), "--seeds", "10"])
+    assert (tmp_path / "list.jsonl").read_text() == files["list.jsonl"]
+
+
 @pytest.mark.slow
 def test_kill_9_resumes_to_the_uninterrupted_rows(tmp_path: Path) -> None:
     from designer.engineer import moves as mv

@@ -5,6 +5,7 @@ download."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -308,6 +309,33 @@ def test_reading_and_splitting_the_dataset():
 
     out = apply_moves(_space(), target, _space().default(), None, constrained=True)
     assert out.ok and out.moves == [ex[0].moves[0]], out.rejection
+
+
+def test_a_file_that_is_not_a_dataset_is_named_in_one_line(tmp_path):
+    """Where the data cannot be read, `load` says which file, line or row and what is missing
+    (the script prints it as one line) instead of a KeyError or TypeError from deep inside."""
+    s = _script()
+    row = toy_rows([10])[0]
+    cases = {"absent.jsonl": None, "torn.jsonl": "{\"seed\": 1\n",
+             "list.jsonl": "[1, 2]\n", "nodiag.jsonl": {k: v for k, v in row.items()
+                                                      if k != "diagnosis"},
+             "badmove.jsonl": dict(row, moves=[{"move": "x", "score": {"success": 0.5}}]),
+             "badgain.jsonl": dict(row, moves=[dict(row["moves"][0], realized={"g": 1})])}
+    said = {}
+    for name, content in cases.items():
+        if content is not None:
+            (tmp_path / name).write_text(content if isinstance(content, str)
+                                         else json.dumps(content) + "\n")
+        with pytest.raises(ValueError) as e:
+            s.load([tmp_path / name])
+        said[name] = str(e.value)
+    assert "absent.jsonl: cannot be read" in said["absent.jsonl"]
+    assert "torn.jsonl line 1: not JSON" in said["torn.jsonl"]
+    assert said["list.jsonl"].endswith("row 0: not a JSON object")
+    assert "missing diagnosis, diagnosis.training" in said["nodiag.jsonl"]
+    assert "missing a move's" in said["badmove.jsonl"] and "missing a move's" in \
+        said["badgain.jsonl"]
+    assert all("\n" not in m and str(tmp_path) in m for m in said.values())
 
 
 @pytest.fixture(scope="module")
