@@ -292,6 +292,14 @@ def read_done(path: Path, budget: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _hhmm(text: str) -> str:
+    """`--stop-at`'s value, checked: HH:MM of a day."""
+    h, _, m = text.partition(":")
+    if not (h.isdigit() and m.isdigit() and int(h) < 24 and int(m) < 60):
+        raise argparse.ArgumentTypeError(f"a UTC time HH:MM, got {text!r}")
+    return text
+
+
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", default="mapf", help="mapf or a control family such as cartpole")
@@ -309,7 +317,8 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    "names); the summary still lists every finished one")
     p.add_argument("--runs", type=Path, default=Path("/tmp/headroom"),
                    help="where the run folders go")
-    p.add_argument("--stop-at", default=None, help="UTC time HH:MM: start no config whose "
+    p.add_argument("--stop-at", default=None, type=_hhmm,
+                   help="UTC time HH:MM: start no config whose "
                    "remaining seeds would end after it (judged by this study's last runs)")
     p.add_argument("--quick", action="store_true", help="a tiny budget: checks the pipeline")
     p.add_argument("--list", action="store_true", help="print the set and exit")
@@ -327,8 +336,11 @@ def time_left(stop_at: str, records: Sequence[Mapping[str, Any]], runs: int) -> 
     return left > runs * (statistics.median(last) if last else 0.0)
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"{flag}: comma-separated integers, got {text!r}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -343,13 +355,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     if a.task == "mapf" and a.preset is None:
         a.preset = "paper"
-    seeds, cmd = _ints(a.seeds), command(__file__, argv)
+    seeds, cmd = _ints(a.seeds, "--seeds"), command(__file__, argv)
     if len(seeds) < 2:
         raise SystemExit("--seeds: name at least 2 seeds (the headroom is paired by seed)")
-    base = settings(a.task, a.preset, "fixed", seeds[0], a.quick)
+    try:
+        base = settings(a.task, a.preset, "fixed", seeds[0], a.quick)
+    except ValueError as e:  # pydantic's ValidationError is one: its first message
+        raise SystemExit(f"--task/--preset: {e.errors()[0]['msg'] if hasattr(e, 'errors') else e}"
+                         ) from None
     space = make_task(base).space
     knobs = None if a.knobs is None else [k for k in a.knobs.split(",") if k]
-    todo = arms(space, _ints(a.random), knobs)
+    names = [n for n, _ in extremes(space)]
+    unmatched = [k for k in knobs or () if not any(n.startswith(k) for n in names)]
+    if unmatched:
+        families = sorted({k.name for k in space.knobs if k.editable})
+        raise SystemExit(f"--knobs: {unmatched} name no editable knob of {a.task} "
+                         f"({', '.join(families)})")
+    todo = arms(space, _ints(a.random, "--random"), knobs)
     if a.list:
         for arm in todo:
             print(arm.name, json.dumps(arm.values))

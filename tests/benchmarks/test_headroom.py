@@ -125,3 +125,22 @@ def test_numbers_read_mapf_per_agent_counts():
     assert headroom.numbers("mapf", table) == {
         "valid": 40.0, "optimal": 30.0, "valid_3": 60.0, "optimal_3": 50.0,
         "valid_5": 20.0, "optimal_5": 10.0}
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--task", "nosuch"], "--task/--preset: .*unknown environment 'nosuch'"),
+    (["--task", "cartpole", "--preset", "paper"], "--task/--preset: --preset paper applies"),
+    (["--seeds", "0,x"], "--seeds: comma-separated integers, got '0,x'"),
+    (["--random", "y"], "--random: comma-separated integers"),
+    (["--knobs", "hole_ratio,zzz"], r"--knobs: \['zzz'\] name no editable knob of mapf "
+                                    r"\(hole_ratio, size_weights, wait_ratio\)"),
+    (["--stop-at", "99:99"], "2"),  # argparse's own one-line usage error, exit status 2
+])
+def test_a_bad_flag_is_one_line_before_any_run(argv, said, tmp_path, capsys):
+    """A study never starts on a flag it would misread: an unknown task, seeds that are not
+    integers, knob prefixes that match nothing (which used to run the other configs) or a
+    time that is none."""
+    with pytest.raises(SystemExit, match=f"^{said}"):
+        headroom.main([*argv, "--quick", "--runs", str(tmp_path), "--json",
+                       str(tmp_path / "h.json")])
+    assert not (tmp_path / "h.json").exists() and not (tmp_path / "h.jsonl").exists()
