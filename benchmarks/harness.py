@@ -11,10 +11,13 @@ the pool broadcast and the JSON writer.
   `full_size_values` is a MAPF config whose every level has the capacity's size and agents.
 - JSON: `write_json` saves a result with its provenance (the command that reruns it, the
   commit, the machine and the seeds).
+- Flags: `positive_int` and `int_list`, argparse types that refuse a count a benchmark would
+  only trip over after minutes of measuring.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -181,6 +184,25 @@ def random_rollout(step: Step, obs: Any, state: Any, key: jax.Array, steps: int,
 
 
 # ------------------------------------------------------------------------------------- JSON
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (sizes, counts, repeats)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an integer >= 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"an integer >= 1, got {n}")
+    return n
+
+
+def int_list(text: str) -> list[int]:
+    """An argparse type: comma-separated integers >= 1, e.g. device counts ``1,2,4``."""
+    out = [positive_int(x.strip()) for x in text.split(",") if x.strip()]
+    if not out:
+        raise argparse.ArgumentTypeError(f"comma-separated integers >= 1, got {text!r}")
+    return out
+
+
 def command(script: str, argv: Sequence[str] | None) -> str:
     """The command that reruns a benchmark: `python benchmarks/NAME.py ARGS` (`argv` None:
     this process's own arguments)."""

@@ -323,26 +323,31 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="CI-sized (about 2 CPU-minutes): env at batches 64 and 256, train "
                         "(one update) and verify at 64, 1 repeat, env over 1 and 2 devices")
-    p.add_argument("--min-batch", type=int, default=64)
-    p.add_argument("--max-batch", type=int, default=1 << 20)
-    p.add_argument("--device-batch", type=int, default=None,
+    p.add_argument("--min-batch", type=harness.positive_int, default=64)
+    p.add_argument("--max-batch", type=harness.positive_int, default=1 << 20)
+    p.add_argument("--device-batch", type=harness.positive_int, default=None,
                    help="total envs of the device-count sweep (default: min(max batch, 2^16))")
-    p.add_argument("--devices", default=None,
+    p.add_argument("--devices", type=harness.int_list, default=None,
                    help="device counts, e.g. 1,2,4 (default: powers of 2 up to the devices "
                         "present; on CPU, up to the cores)")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=harness.positive_int, default=3)
     p.add_argument("--max-run-s", type=float, default=30.0,
                    help="stop growing a workload's batch after a run this long")
     p.add_argument("--worker-timeout", type=float, default=3600.0)
     for f in ("size", "agents", "density", "view_radius", "max_steps", "env_budget", "rollout",
               "updates", "epochs", "minibatches", "pool_size", "hidden", "verify_k"):
         default = getattr(Settings, f)
-        p.add_argument("--" + f.replace("_", "-"), type=type(default), default=default)
+        p.add_argument("--" + f.replace("_", "-"), default=default,
+                       type=harness.positive_int if isinstance(default, int) else float)
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--png", type=Path, default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    unknown = sorted(set(a.workloads.split(",")) - set(WORKLOADS))
+    if unknown:
+        p.error(f"--workloads: {unknown} are none of {', '.join(WORKLOADS)}")
+    return a
 
 
 def run(a: argparse.Namespace, argv: Sequence[str]) -> dict:
@@ -380,8 +385,7 @@ def run(a: argparse.Namespace, argv: Sequence[str]) -> dict:
 
     cpu = meta.get("backend", "cpu") == "cpu"
     top = (os.cpu_count() or 1) if cpu else meta.get("device_count", 1)
-    counts = ([int(x) for x in a.devices.split(",")] if a.devices
-              else _powers(1, 2 if a.quick else max(1, top)))
+    counts = a.devices or _powers(1, 2 if a.quick else max(1, top))
     dev_batch = a.device_batch or min(max_batch, 1 << 16)
     dev_batch = max(dev_batch, max(counts))
     dev_workloads = [w for w in workloads if w != "verify" and not (a.quick and w == "train")]

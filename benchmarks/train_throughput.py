@@ -26,18 +26,20 @@ from policy.rollout import rollout, start
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--envs", type=int, default=1024)
-    p.add_argument("--agents", type=int, default=2, help="capacity max_agents (config: 2)")
+    p.add_argument("--envs", type=harness.positive_int, default=1024)
+    p.add_argument("--agents", type=harness.positive_int, default=2,
+                   help="capacity max_agents (config: 2)")
     p.add_argument("--case", default=None,
                    help="an env_throughput case whose name contains this (e.g. headline)")
-    p.add_argument("--steps", type=int, default=32, help="rollout length per update")
-    p.add_argument("--updates", type=int, default=25, help="updates per stage")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--minibatches", type=int, default=4)
-    p.add_argument("--pool-size", type=int, default=512)
-    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--steps", type=harness.positive_int, default=32,
+                   help="rollout length per update")
+    p.add_argument("--updates", type=harness.positive_int, default=25, help="updates per stage")
+    p.add_argument("--epochs", type=harness.positive_int, default=1)
+    p.add_argument("--minibatches", type=harness.positive_int, default=4)
+    p.add_argument("--pool-size", type=harness.positive_int, default=512)
+    p.add_argument("--hidden", type=harness.positive_int, default=32)
     p.add_argument("--critic", choices=("ippo", "mappo"), default="ippo")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=harness.positive_int, default=3)
     p.add_argument("--json", type=Path, default=None)
     return p.parse_args(argv)
 
@@ -45,7 +47,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict:
     a = parse(argv)
     if a.case:
-        case = next(c for c in CASES if a.case in c.name)
+        case = next((c for c in CASES if a.case in c.name), None)
+        if case is None:
+            raise SystemExit(f"--case: no env_throughput case contains {a.case!r} "
+                             f"({', '.join(c.name for c in CASES)})")
         env, cfg = case_config(case)
         cap = env.cap
     else:

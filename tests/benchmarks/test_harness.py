@@ -147,3 +147,30 @@ def test_write_json_adds_the_provenance(tmp_path: Path) -> None:
     harness.write_json(None, {"rate": 1.0}, command=cmd, seeds=[])  # no path: nothing
     with pytest.raises(ValueError, match="provenance"):
         harness.write_json(path, {"provenance": 1}, command=cmd, seeds=[])
+
+
+@pytest.mark.parametrize("script, argv, said", [
+    ("scaling", ["--devices", "1,x"], "--devices: an integer >= 1, got 'x'"),
+    ("scaling", ["--devices", "0"], "--devices: an integer >= 1, got 0"),
+    ("scaling", ["--workloads", "env,trian"], "--workloads: ['trian'] are none of"),
+    ("scaling", ["--size", "-3"], "--size: an integer >= 1, got -3"),
+    ("train_throughput", ["--envs", "0"], "--envs: an integer >= 1, got 0"),
+])
+def test_a_bad_count_is_refused_before_any_measuring(script, argv, said, capsys):
+    """Counts the benchmarks would trip over only after measuring (scaling read `--devices`
+    after its batch sweep; an unknown workload name was dropped without a word) are refused
+    by the parser, in one line."""
+    mod = __import__(script)
+    with pytest.raises(SystemExit) as e:
+        mod.parse(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and said in err[-1]
+    assert harness.int_list("1, 2,4") == [1, 2, 4] and harness.positive_int("7") == 7
+
+
+def test_train_throughput_names_its_cases_for_an_unknown_one():
+    import train_throughput
+
+    with pytest.raises(SystemExit, match="--case: no env_throughput case contains 'nosuch' "
+                                         r"\(paper 10x10"):
+        train_throughput.main(["--case", "nosuch"])
