@@ -344,21 +344,28 @@ class ContextRecorder:
 
 
 # -------------------------------------------------------------------------- the runs
-def parse_seeds(text: str) -> list[int]:
-    """'10-29,50-54' -> the seeds; seeds 0-4 (evaluation) are refused."""
+def seed_list(text: str, flag: str = "--seeds") -> list[int]:
+    """'10-29,45' -> the seeds in order, each once; a part that is neither a seed nor a range
+    ends the script in one line naming `flag`."""
     seeds: list[int] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         lo, _, hi = part.partition("-")
         try:
             seeds += list(range(int(lo), int(hi or lo) + 1))
         except ValueError:
-            raise SystemExit(f"--seeds: {part!r} is not a seed or a range such as 10-29") from None
+            raise SystemExit(f"{flag}: {part!r} is not a seed or a range such as 10-29") from None
+    return list(dict.fromkeys(seeds))
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'10-29,50-54' -> the seeds; seeds 0-4 (evaluation) are refused."""
+    seeds = seed_list(text)
     bad = sorted(set(seeds) & set(EVAL_SEEDS))
     if bad:
         raise SystemExit(f"--seeds: {bad} are reserved for evaluating engineers "
                          f"({EVAL_SEEDS.start}-{EVAL_SEEDS.stop - 1}); use 10-49 (train) "
                          f"and {HELDOUT_SEEDS.start}-{HELDOUT_SEEDS.stop - 1} (held out)")
-    return list(dict.fromkeys(seeds))
+    return seeds
 
 
 def proposer_of(seed: int, mix: Sequence[str]) -> str:

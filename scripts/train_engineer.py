@@ -58,8 +58,9 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "scripts"):  # the packages; engineer_data, whose rows this reads
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 # XLA:CPU's memory-minimising scheduler (`policy.llm.engineer_rl.MEMORY_FLAG`), set before any
 # import: importing the packages starts JAX, and an update without it keeps every layer's
@@ -67,6 +68,8 @@ if str(ROOT) not in sys.path:
 MEMORY_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 if "concurrency_optimized_scheduler" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {MEMORY_FLAG}".strip()
+
+from engineer_data import seed_list  # noqa: E402
 
 from designer.engineer.moves import RATIONALE_CHARS, reply_text  # noqa: E402
 
@@ -172,13 +175,9 @@ def load(paths: Sequence[str | Path]) -> list[Example]:
     return out
 
 
-def seed_set(spec: str) -> set[int]:
-    """'10-39,45' -> {10, ..., 39, 45}."""
-    out: set[int] = set()
-    for part in filter(None, (p.strip() for p in spec.split(","))):
-        lo, _, hi = part.partition("-")
-        out |= set(range(int(lo), int(hi or lo) + 1))
-    return out
+def seed_set(spec: str, flag: str = "--train-seeds") -> set[int]:
+    """'10-39,45' -> {10, ..., 39, 45} (the dataset script's reading of a seed list)."""
+    return set(seed_list(spec, flag))
 
 
 def split(examples: list[Example], train: set[int], heldout: set[int]
@@ -484,12 +483,14 @@ def main(argv: list[str] | None = None) -> int:
                     "designer/engineer/adapters/NAME with its model card")
     args = ap.parse_args(argv)
 
+    train_seeds, heldout_seeds = (seed_set(args.train_seeds, "--train-seeds"),
+                                  seed_set(args.heldout_seeds, "--heldout-seeds"))
+    seeds = seed_list(args.seeds, "--seeds")
     try:
         examples = load(args.data)
     except ValueError as e:
         raise SystemExit(f"--data: {e}") from None
-    training, heldout = split(examples, seed_set(args.train_seeds),
-                              seed_set(args.heldout_seeds))
+    training, heldout = split(examples, train_seeds, heldout_seeds)
     if args.heldout_max and len(heldout) > args.heldout_max:
         pick = np.linspace(0, len(heldout) - 1, args.heldout_max).round().astype(int)
         heldout = [heldout[i] for i in sorted(set(pick))]
@@ -514,7 +515,6 @@ def main(argv: list[str] | None = None) -> int:
         learner.load_adapter(init, start=True)
     model = MoveModel(learner).fit(training + heldout)
     args.out.mkdir(parents=True, exist_ok=True)
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     meta: dict[str, Any] = {
         "command": "python scripts/train_engineer.py " + shlex.join(argv or sys.argv[1:]),
         "base": str(args.model or "SmolLM2-135M-Instruct (the embedded GGUF)"),

@@ -336,6 +336,9 @@ def test_a_file_that_is_not_a_dataset_is_named_in_one_line(tmp_path):
     assert "missing a move's" in said["badmove.jsonl"] and "missing a move's" in \
         said["badgain.jsonl"]
     assert all("\n" not in m and str(tmp_path) in m for m in said.values())
+    assert s.seed_set("10-12,15") == {10, 11, 12, 15}
+    with pytest.raises(SystemExit, match="^--heldout-seeds: '5-y' is not a seed or a range"):
+        s.seed_set("50,5-y", "--heldout-seeds")
 
 
 @pytest.fixture(scope="module")
