@@ -25,7 +25,7 @@ from typing import Any
 
 import jax
 import numpy as np
-from harness import command, write_json
+from harness import command, positive_int, write_json
 
 from jaxenv.control.brax_compat import brax_training
 
@@ -112,8 +112,8 @@ def plot(rows: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--env-steps", type=int, default=300_000)
-    p.add_argument("--stages", type=int, default=10, help="evaluation points of ours")
+    p.add_argument("--env-steps", type=positive_int, default=300_000)
+    p.add_argument("--stages", type=positive_int, default=10, help="evaluation points of ours")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path)
     p.add_argument("--before", action="store_true",

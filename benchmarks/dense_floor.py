@@ -21,17 +21,18 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from harness import command, time_rounds, write_json
+from harness import command, positive_int, time_rounds, write_json
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--samples", type=int, default=65536, help="rows per product (B x agents)")
-    p.add_argument("--inputs", type=int, default=484, help="view cells x channels")
-    p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--agents", type=int, default=64, help="samples per env step")
-    p.add_argument("--iters", type=int, default=8, help="products per timed call")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--samples", type=positive_int, default=65536,
+                   help="rows per product (B x agents)")
+    p.add_argument("--inputs", type=positive_int, default=484, help="view cells x channels")
+    p.add_argument("--hidden", type=positive_int, default=32)
+    p.add_argument("--agents", type=positive_int, default=64, help="samples per env step")
+    p.add_argument("--iters", type=positive_int, default=8, help="products per timed call")
+    p.add_argument("--repeats", type=positive_int, default=5)
     p.add_argument("--env-rate", type=float, default=0.0,
                    help="env-only env-steps/s, to print the largest ratio this layer allows")
     p.add_argument("--json", type=Path, default=None)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from harness import command, time_call, time_rounds, write_json
+from harness import command, positive_int, time_call, time_rounds, write_json
 
 from designer.engineer.sampling import random_values
 from designer.settings import CapacitySettings, RunSettings, TraineeSettings, VerifySettings
@@ -38,11 +38,11 @@ from designer.settings import CapacitySettings, RunSettings, TraineeSettings, Ve
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--k", type=int, default=4, help="candidates per verification call")
-    p.add_argument("--episodes", type=int, default=1024, help="levels per candidate")
-    p.add_argument("--stages", type=int, default=20, help="timed verification stages")
+    p.add_argument("--k", type=positive_int, default=4, help="candidates per verification call")
+    p.add_argument("--episodes", type=positive_int, default=1024, help="levels per candidate")
+    p.add_argument("--stages", type=positive_int, default=20, help="timed verification stages")
     p.add_argument("--train-stages", type=int, default=2)
-    p.add_argument("--proposals", type=int, default=3, help="timed LLM proposals per mode")
+    p.add_argument("--proposals", type=positive_int, default=3, help="timed LLM proposals per mode")
     p.add_argument("--edits", choices=("moves", "values"), default="moves",
                    help="the engineer's edit language")
     p.add_argument("--loop-stages", type=int, default=3,

@@ -160,7 +160,7 @@ def bench_pogema(case: Case, repeats: int, steps: int) -> dict | None:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small smoke run")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=harness.positive_int, default=3)
     ap.add_argument("--no-pogema", action="store_true")
     ap.add_argument("--cases", default="", help="only cases whose name contains this")
     ap.add_argument("--json", type=Path, default=None)

@@ -176,13 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ap.add_argument("--quick", action="store_true", help="B=512, 3 repeats (a smoke run)")
-    ap.add_argument("--batch", type=int, default=None, help="envs per batch (default 4096)")
-    ap.add_argument("--repeats", type=int, default=None,
+    ap.add_argument("--batch", type=harness.positive_int, default=None,
+                   help="envs per batch (default 4096)")
+    ap.add_argument("--repeats", type=harness.positive_int, default=None,
                     help=f"timed calls (default: about {MIN_TIMED_S:g} s of calls per kind, "
                          "7 to 101; 3 with --quick)")
     ap.add_argument("--explain", action="store_true",
                     help="also time the same_level kinds (where the overhead goes)")
-    ap.add_argument("--brax-batch", type=int, default=None,
+    ap.add_argument("--brax-batch", type=harness.positive_int, default=None,
                     help="envs per batch for brax families (default 1024; 128 with --quick)")
     ap.add_argument("--families", nargs="*", default=None, choices=ALL_NAMES,
                     help="default: the gymnax families, plus brax's if brax is installed")

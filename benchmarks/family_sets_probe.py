@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
-from harness import command, write_json
+from harness import command, positive_int, write_json
 
 from jaxenv.control import make
 from jaxenv.control.sets import HELDOUT, load_set, summarize
@@ -55,7 +55,7 @@ def probe(name: str, stages: int, seed: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--families", nargs="*", default=["cartpole"])
-    ap.add_argument("--stages", type=int, default=12, help="stages of 40,960 env steps")
+    ap.add_argument("--stages", type=positive_int, default=12, help="stages of 40,960 env steps")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)

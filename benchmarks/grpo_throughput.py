@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from harness import command, write_json
+from harness import command, positive_int, write_json
 
 
 def rss_gib() -> float:
@@ -39,9 +39,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", type=Path, help="write the figures here (and a PNG beside it)")
     ap.add_argument("--quick", action="store_true", help="short run (CPU, a few minutes)")
     ap.add_argument("--model", default=None, help="model folder or .gguf (default SmolLM2)")
-    ap.add_argument("--steps", type=int, default=None, help="GRPO steps of the learning run")
+    ap.add_argument("--steps", type=positive_int, default=None,
+                   help="GRPO steps of the learning run")
     ap.add_argument("--sft-steps", type=int, default=None, help="warm-start steps")
-    ap.add_argument("--prompts-per-step", type=int, default=1,
+    ap.add_argument("--prompts-per-step", type=positive_int, default=1,
                     help="prompts (each with a group of 4 samples) per GRPO step of the "
                          "learning run: more prompts, less noise in each step's signal")
     ap.add_argument("--seed", type=int, default=0)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from harness import command, write_json
+from harness import command, positive_int, write_json
 
 from designer.run.loop import ClosedLoop
 from designer.settings import (
@@ -51,16 +51,17 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--minutes", type=float, default=12.0, help="training wall-time budget")
     p.add_argument("--max-env-steps", type=float, default=float("inf"))
-    p.add_argument("--envs", type=int, default=TRAINEE.num_envs)
-    p.add_argument("--steps", type=int, default=TRAINEE.num_steps, help="rollout length per update")
-    p.add_argument("--updates", type=int, default=25, help="PPO updates per stage")
-    p.add_argument("--epochs", type=int, default=TRAINEE.update_epochs)
-    p.add_argument("--minibatches", type=int, default=TRAINEE.num_minibatches)
-    p.add_argument("--pool-size", type=int, default=TRAINEE.pool_size,
+    p.add_argument("--envs", type=positive_int, default=TRAINEE.num_envs)
+    p.add_argument("--steps", type=positive_int, default=TRAINEE.num_steps,
+                   help="rollout length per update")
+    p.add_argument("--updates", type=positive_int, default=25, help="PPO updates per stage")
+    p.add_argument("--epochs", type=positive_int, default=TRAINEE.update_epochs)
+    p.add_argument("--minibatches", type=positive_int, default=TRAINEE.num_minibatches)
+    p.add_argument("--pool-size", type=positive_int, default=TRAINEE.pool_size,
                    help="levels generated per stage")
     p.add_argument("--lr", type=float, default=TRAINEE.lr)
     p.add_argument("--ent-coef", type=float, default=TRAINEE.ent_coef)
-    p.add_argument("--hidden", type=int, default=TRAINEE.hidden)
+    p.add_argument("--hidden", type=positive_int, default=TRAINEE.hidden)
     p.add_argument("--critic", choices=("ippo", "mappo"), default=TRAINEE.critic)
     p.add_argument("--shaping", type=float, default=0.0)
     p.add_argument("--goal-rule", choices=("plan", "freeze"), default="plan")

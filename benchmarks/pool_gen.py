@@ -28,7 +28,7 @@ from pathlib import Path
 import jax
 import numpy as np
 from env_throughput import CASES, case_config
-from harness import command, time_call, time_rounds, write_json
+from harness import command, positive_int, time_call, time_rounds, write_json
 
 from designer.settings import CapacitySettings
 from jaxenv.batching import broadcast
@@ -38,10 +38,10 @@ from jaxenv.mapf import Capacity, MAPFFrozenLake
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--pool-size", type=int, default=512)
+    p.add_argument("--pool-size", type=positive_int, default=512)
     p.add_argument("--chunks", default="1,4,16,64,512", help="comma-separated chunk sizes")
     p.add_argument("--cases", default="loop,headline")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=positive_int, default=3)
     p.add_argument("--json", type=Path, default=None)
     return p.parse_args(argv)
 

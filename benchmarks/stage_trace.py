@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness import REPO, command, write_json
+from harness import REPO, command, positive_int, write_json
 
 PACKAGES = ("jaxenv", "policy", "designer")
 
@@ -27,10 +27,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--engineer", default="rules")
     p.add_argument("--backend", default="transformers")
-    p.add_argument("--stages", type=int, default=2)
-    p.add_argument("--stage-steps", type=int, default=4096)
-    p.add_argument("--envs", type=int, default=64)
-    p.add_argument("--candidates", type=int, default=2)
+    p.add_argument("--stages", type=positive_int, default=2)
+    p.add_argument("--stage-steps", type=positive_int, default=4096)
+    p.add_argument("--envs", type=positive_int, default=64)
+    p.add_argument("--candidates", type=positive_int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path)
     return p.parse_args(argv)

@@ -27,7 +27,7 @@ from typing import Any
 
 import jax
 import numpy as np
-from harness import command, write_json
+from harness import command, positive_int, write_json
 
 from designer.run.loop import ClosedLoop
 from designer.settings import CapacitySettings, RunSettings, TaskSettings, TraineeSettings
@@ -92,7 +92,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--variants", default=",".join(VARIANTS),
                    help=f"comma-separated, from: {', '.join(VARIANTS)}")
     p.add_argument("--env-steps", type=float, default=20e6, help="training budget per variant")
-    p.add_argument("--updates", type=int, default=25, help="PPO updates per stage")
+    p.add_argument("--updates", type=positive_int, default=25, help="PPO updates per stage")
     p.add_argument("--seeds", default="0", help="comma-separated seeds")
     p.add_argument("--curve", type=float, default=0.0,
                    help="also validate after every this many env steps (a learning curve)")

@@ -18,7 +18,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from harness import command, time_call, time_rounds, write_json
+from harness import command, positive_int, time_call, time_rounds, write_json
 
 from jaxenv.mapf.benchmark.heldout import load_heldout
 from jaxenv.mapf.plans import plan_arrays, verify_batch
@@ -57,7 +57,7 @@ def corrupt(rng: np.random.Generator, paths, size: int):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--plans", type=int, default=4096)
+    ap.add_argument("--plans", type=positive_int, default=4096)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="write the numbers here")
     args = ap.parse_args(argv)

@@ -155,6 +155,8 @@ def test_write_json_adds_the_provenance(tmp_path: Path) -> None:
     ("scaling", ["--workloads", "env,trian"], "--workloads: ['trian'] are none of"),
     ("scaling", ["--size", "-3"], "--size: an integer >= 1, got -3"),
     ("train_throughput", ["--envs", "0"], "--envs: an integer >= 1, got 0"),
+    ("pool_gen", ["--repeats", "0"], "--repeats: an integer >= 1, got 0"),
+    ("dense_floor", ["--samples", "-1"], "--samples: an integer >= 1, got -1"),
 ])
 def test_a_bad_count_is_refused_before_any_measuring(script, argv, said, capsys):
     """Counts the benchmarks would trip over only after measuring (scaling read `--devices`
