@@ -381,6 +381,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true",
                     help="regenerate and compare with --out instead of writing it")
     args = ap.parse_args(argv)
+    if args.workers < 1:
+        ap.error(f"--workers: at least 1, got {args.workers}")
+    blocks = [(k, n) for k, ns in AGENT_SIZES.items() for n in ns
+              if (args.agents is None or k in args.agents)
+              and (args.sizes is None or n in args.sizes)]
+    if not blocks:
+        ap.error("--agents/--sizes select no block of the split (agent counts: map sizes "
+                 + "; ".join(f"{k}: {min(ns)}-{max(ns)}" for k, ns in AGENT_SIZES.items())
+                 + ")")
     out = args.out or data_path(args.split)
     seed = SPLITS[args.split].seed if args.seed is None else args.seed
     print(f"split {args.split}: seed {seed}, "

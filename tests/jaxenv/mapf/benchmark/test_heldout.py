@@ -255,3 +255,18 @@ def test_cli_split_writes_and_checks(tmp_path, capsys):
     assert build.main(["--agents", "3", "--sizes", "3", "--workers", "1", "--out", str(other)]) == 0
     assert build.main(argv + ["--out", str(other), "--check"]) == 1
     assert "instances DIFFER" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--workers", "0"], "--workers: at least 1, got 0"),
+    (["--agents", "2"], "--agents/--sizes select no block of the split (agent counts: map sizes "
+                        "3: 3-10; 4: 4-10; 5: 5-10)"),
+    (["--agents", "5", "--sizes", "3", "4"], "select no block"),
+])
+def test_cli_refuses_an_empty_selection_before_building(argv, said, tmp_path, capsys):
+    """A selection of no block was a ValueError from inside the builder, and no workers a
+    pool that never starts: both are the parser's one-line error, and nothing is written."""
+    out = tmp_path / "x.npz"
+    with pytest.raises(SystemExit) as e:
+        build.main([*argv, "--out", str(out)])
+    assert e.value.code == 2 and said in capsys.readouterr().err and not out.exists()
