@@ -19,6 +19,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="folder (default: the package's)")
     ap.add_argument("--check", action="store_true", help="compare with the shipped files")
     args = ap.parse_args(argv)
+    if args.check and args.out:
+        ap.error("--check compares with the shipped files; it takes no --out")
+    if args.out:
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            ap.error(f"--out: cannot make the folder {args.out} ({e.strerror})")
     bad = 0
     for name in ALL_NAMES:
         for split in SPLITS:
@@ -29,7 +36,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{file_name(name, split)}: {'same' if same else 'DIFFERENT'}")
                 continue
             path = (args.out / file_name(name, split)) if args.out else data_path(name, split)
-            write_npz(path, arrays)
+            try:
+                write_npz(path, arrays)
+            except OSError as e:
+                raise SystemExit(f"--out: cannot write {path} ({e.strerror})") from None
             print(f"wrote {path} ({len(arrays['values'])} variants)")
     return 1 if bad else 0
 

@@ -124,3 +124,25 @@ def test_play_every_family_on_its_validation_set(name):
     assert m["return"].shape == (SPLITS[VALIDATION].n,)
     assert np.all((m["normalized_return"] >= 0) & (m["normalized_return"] <= 1))
     assert not np.any(m["nonfinite"]) and np.all(m["outcome"] >= 0)
+
+
+def test_the_script_refuses_a_folder_it_cannot_use(tmp_path, capsys):
+    """scripts/make_control_sets.py: an --out it cannot make was a FileNotFoundError after
+    building the first set, and --check silently ignored --out; both are one line now, and a
+    writable --out gets every file."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "scripts" / "make_control_sets.py"
+    spec = importlib.util.spec_from_file_location("make_control_sets", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for argv, said in ((["--out", str(blocker / "sub")], "--out: cannot make the folder"),
+                       (["--out", str(tmp_path), "--check"], "--check compares with the "
+                                                              "shipped files; it takes no")):
+        with pytest.raises(SystemExit) as e:
+            script.main(argv)
+        assert e.value.code == 2 and said in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.npz"))
