@@ -454,20 +454,19 @@ def report(paths: Iterable[str | Path]) -> dict[str, Any]:
     raw: dict[str, list[tuple[float, float]]] = {}  # learnability alone, band or not
     agree = {"same": 0, "pairs": 0}
     for r in rows:
+        missing = sorted({"task", "split", "baseline", "moves"} - r.keys())
+        if missing:
+            raise ValueError(f"row {r['key']}: not a scored row (no {', '.join(missing)})")
         try:
             measured = [(proxy(m), float(m["realized"]["gain"])) for m in r["moves"]
                         if m["realized"]]
             learn = [(float(m["score"]["learnability"]), float(m["realized"]["gain"]))
                      for m in r["moves"] if m["realized"]]
-            task = r["task"]
-            missing = {"split", "baseline"} - r.keys()
-            if missing:
-                raise KeyError(sorted(missing)[0])
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"row {r['key']}: not a scored row ({e.__class__.__name__}: "
+            raise ValueError(f"row {r['key']}: a move is not scored ({e.__class__.__name__}: "
                              f"{str(e)[:80]})") from None
-        pairs.setdefault(task, []).extend(measured)
-        raw.setdefault(task, []).extend(learn)
+        pairs.setdefault(r["task"], []).extend(measured)
+        raw.setdefault(r["task"], []).extend(learn)
         for i, (a, ga) in enumerate(measured):
             for b, gb in measured[i + 1:]:
                 if a != b and ga != gb:

@@ -102,7 +102,10 @@ def test_a_file_that_is_not_a_dataset_is_one_line(tmp_path: Path) -> None:
     assert said["list.jsonl"].endswith("list.jsonl line 1: not a row of a dataset (a JSON "
                                        "object with a key list)")
     assert "middle.jsonl line 1: not JSON" in said["middle.jsonl"]
-    assert "row ['mapf', 10, 'dr', 0]: not a scored row (KeyError" in said["unscored.jsonl"]
+    assert "row ['mapf', 10, 'dr', 0]: a move is not scored (KeyError" in said["unscored.jsonl"]
+    (tmp_path / "bare.jsonl").write_text(json.dumps({"key": [1]}) + "\n")
+    with pytest.raises(SystemExit, match=r"row \[1\]: not a scored row \(no baseline, moves, "):
+        ed.main(["--report", str(tmp_path / "bare.jsonl")])
     assert "absent.jsonl: cannot be read (FileNotFoundError)" in said["absent.jsonl"]
     torn = tmp_path / "torn.jsonl"  # a torn last line alone: the report still runs
     torn.write_text(json.dumps(good) + '\n{"key": ["ma')
